@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""The two commands of trace_lab's README; each sets up what it needs first.
+
+    python3 dev.py lab [--headless] [--port N]   # the lab: JupyterLab on the teaching notebooks
+                                                 # --headless: run every example and notebook, write reports/
+    python3 dev.py test [pytest args...]         # the test suite (CPU); exit 5 (no tests) is a failure
+
+Set-up: a virtual environment in .venv with torch (``TRACE_LAB_TORCH``, default
+``torch==2.13.0``) and trace_lab installed editable with its lab and test extras.
+It is redone only when pyproject.toml changes.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PY = VENV / "bin" / "python"
+STAMP = VENV / ".trace_lab-installed"
+
+
+def log(msg: str) -> None:
+    print(f"[dev.py] {msg}", flush=True)
+
+
+def pip(*args: str) -> None:
+    cmd = [str(PY), "-m", "pip", "install", "--disable-pip-version-check", "-q", *args]
+    log(" ".join(cmd[3:]))
+    result = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    noise = "is neither a file nor a directory"
+    out = "\n".join(line for line in result.stdout.splitlines() if noise not in line)
+    if result.returncode != 0:
+        print(out)
+        sys.exit(f"[dev.py] pip failed ({result.returncode}); see the lines above")
+
+
+def ensure_env() -> None:
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text().strip() == wanted:
+        return
+    if not PY.exists():
+        log(f"creating {VENV}")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    have_torch = subprocess.run([str(PY), "-c", "import torch"], capture_output=True).returncode == 0
+    if not have_torch:
+        pip(os.environ.get("TRACE_LAB_TORCH", "torch==2.13.0"))
+    pip("-e", ".[lab,test]")
+    STAMP.write_text(wanted)
+
+
+def run(cmd: list[str], **kw) -> int:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    return subprocess.run(cmd, cwd=ROOT, env=env, **kw).returncode
+
+
+def cmd_test(args: list[str]) -> int:
+    ensure_env()
+    rc = run([str(PY), "-m", "pytest", *args])
+    if rc == 5:
+        print("[dev.py] pytest collected no tests: that is a failure here", flush=True)
+        return 1
+    return rc
+
+
+def cmd_lab(args: list[str]) -> int:
+    ensure_env()
+    if "--headless" in args:
+        rest = [a for a in args if a != "--headless"]
+        return run([str(PY), "-m", "trace_lab.cli", "report", "--out", "reports", *rest])
+    port = "8888"
+    if "--port" in args:
+        port = args[args.index("--port") + 1]
+    return run([str(PY), "-m", "jupyter", "lab", "--port", port, "--notebook-dir", str(ROOT),
+                str(ROOT / "notebooks" / "01_fusion_and_peak_memory.ipynb")])
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in ("lab", "test"):
+        print(__doc__)
+        return 2
+    return {"lab": cmd_lab, "test": cmd_test}[sys.argv[1]](sys.argv[2:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""trace_lab: see what a PyTorch compiler did to your program, and why it is slow or big.
+
+Public API::
+
+    jfn = trace_lab.jit(fn_or_module, fusion=..., executor=...)
+    out = jfn(*args)
+    trace_lab.last_traces(jfn)[-1]          # final forward Trace, printable
+    trace_lab.last_backward_traces(jfn)     # backward stages ([] if none ran)
+    report = trace_lab.inspect(fn, *args)   # compile + run + measure -> Report
+
+In IPython/Jupyter: ``%load_ext trace_lab`` registers ``%%thunder_trace``.
+"""
+from .errors import TraceLabError
+from .jit import FUSION_STRATEGIES, JitFunction, Options, jit, last_backward_traces, last_traces
+from .trace import Trace
+
+__version__ = "0.1.0"
+
+
+def inspect(fn, *args, **kwargs):
+    """Compile, run and measure ``fn(*args)``; returns a :class:`~trace_lab.report.Report`."""
+    from .inspection import inspect as _inspect
+
+    return _inspect(fn, *args, **kwargs)
+
+
+def load_ipython_extension(ipython):  # pragma: no cover - exercised by the notebook tests
+    from .notebook.magics import load_ipython_extension as _load
+
+    _load(ipython)
+
+
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "Trace", "Options", "JitFunction",
+           "TraceLabError", "FUSION_STRATEGIES"]

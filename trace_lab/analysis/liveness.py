@@ -1,0 +1,270 @@
+"""Liveness: bytes allocated, freed and live after every line of a Trace.
+
+The model mirrors what the allocator sees when the program runs in trace order
+and each value is dropped right after its last use (the ``del`` lines):
+
+* every tensor output of an op (or of a fused region) allocates a *buffer* of its
+  storage size; on CUDA sizes are rounded up to 512 bytes as the caching
+  allocator rounds blocks, so the figure compares with ``max_memory_allocated``;
+* views, ``alias``, in-place ops and ``copy_`` (anything whose schema marks its
+  return as aliasing an argument) and ``_unsafe_view`` share their argument's
+  buffer and allocate nothing;
+* a buffer is freed once no live value refers to it; program inputs are held by
+  the caller and never freed; program outputs (including values saved for the
+  backward) stay live to the end;
+* an op's inputs and outputs coexist while it runs, so a line's high-water mark
+  is ``live_before + allocated``; outputs nobody reads are freed right after;
+* a fused region allocates only its outputs when its executor keeps inner values
+  in registers (nvFuser, Inductor); with ``materialized_regions=True`` (the eager
+  executor runs a region op by op) the region's inner peak is added on its line.
+
+Not modelled: workspace that an op allocates and frees inside itself (matmul
+on some backends, reductions' partials). Those show up as measured > predicted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+
+from ..trace import is_getitem, tensor_values
+
+__all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "CUDA_ROUNDING"]
+
+CUDA_ROUNDING = 512
+ALIASING_WITHOUT_SCHEMA = {"_unsafe_view"}
+
+
+@dataclass
+class LineMemory:
+    node: fx.Node
+    name: str
+    allocated: int
+    freed: int
+    live_after: int
+    high_water: int  # live bytes while the op runs (inputs + outputs)
+    dead_values: list[str] = field(default_factory=list)  # names to `del` after this line
+    dead_nodes: list = field(default_factory=list)  # the same values as fx nodes
+
+
+@dataclass
+class Liveness:
+    lines: list[LineMemory]
+    entry_bytes: int
+    peak_bytes: int
+    peak_index: int  # index into lines, -1 when the peak is at entry
+    exit_bytes: int
+    rounding: int
+
+    @property
+    def peak_above_inputs_bytes(self) -> int:
+        return self.peak_bytes - self.entry_bytes
+
+    @property
+    def peak_line(self) -> LineMemory | None:
+        return self.lines[self.peak_index] if self.peak_index >= 0 else None
+
+    def curve(self) -> list[int]:
+        """Live bytes after each line, entry first."""
+        return [self.entry_bytes] + [ln.live_after for ln in self.lines]
+
+    def to_dict(self) -> dict:
+        return {
+            "entry_bytes": self.entry_bytes,
+            "peak_bytes": self.peak_bytes,
+            "peak_above_inputs_bytes": self.peak_above_inputs_bytes,
+            "exit_bytes": self.exit_bytes,
+            "peak_line": self.peak_line.name if self.peak_line else None,
+            "rounding": self.rounding,
+            "lines": [
+                {"name": ln.name, "allocated": ln.allocated, "freed": ln.freed,
+                 "live_after": ln.live_after, "high_water": ln.high_water}
+                for ln in self.lines
+            ],
+        }
+
+
+def tensor_bytes(t: torch.Tensor, rounding: int = 1) -> int:
+    try:
+        n = t.untyped_storage().nbytes()
+    except Exception:  # noqa: BLE001 - some fake/sparse tensors have no storage
+        n = t.numel() * t.element_size()
+    if rounding > 1 and n > 0:
+        n = (n + rounding - 1) // rounding * rounding
+    return n
+
+
+def _aliased_arg_index(node: fx.Node) -> list[int | None]:
+    """For each output of an aten op: index of the flat tensor argument it aliases."""
+    target = node.target
+    schema = getattr(target, "_schema", None)
+    outs = tensor_values(node.meta.get("val"))
+    if schema is None:
+        return [None] * len(outs)
+    opname = getattr(target, "__name__", "").split(".")[0]
+    tensor_args = [a for a in schema.arguments]
+    result: list[int | None] = []
+    for i, _ in enumerate(outs):
+        ret = schema.returns[i] if i < len(schema.returns) else (schema.returns[-1] if schema.returns else None)
+        alias = getattr(ret, "alias_info", None) if ret is not None else None
+        if opname in ALIASING_WITHOUT_SCHEMA:
+            result.append(0)
+        elif alias is not None:
+            idx = 0
+            for j, a in enumerate(tensor_args):
+                if a.alias_info is not None and set(a.alias_info.before_set) & set(alias.before_set):
+                    idx = j
+                    break
+            result.append(idx)
+        else:
+            result.append(None)
+    return result
+
+
+def _node_arg(node: fx.Node, index: int):
+    schema = node.target._schema
+    if index < len(node.args):
+        return node.args[index]
+    return node.kwargs.get(schema.arguments[index].name)
+
+
+def _region_inner_peak(node: fx.Node, rounding: int) -> int:
+    """Extra bytes a fused region holds while it runs op by op (eager executor)."""
+    sub = node.graph.owning_module.get_submodule(node.target)
+    from ..trace import Trace
+
+    inner = compute_liveness(Trace(sub, "region"), materialized_regions=True, rounding=rounding)
+    outputs = sum(tensor_bytes(t, rounding) for t in tensor_values(node.meta.get("val")) if t is not None)
+    return max(0, inner.peak_above_inputs_bytes - outputs)
+
+
+def compute_liveness(trace, materialized_regions: bool = False, rounding: int | None = None) -> Liveness:
+    gm = trace.gm
+    if rounding is None:
+        rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
+    nodes = list(gm.graph.nodes)
+    order = {n: i for i, n in enumerate(nodes)}
+    output = nodes[-1]
+    outputs_used = set(output.all_input_nodes)
+
+    # A multi-output op is "used" through its getitems; resolve values to producers.
+    def producer(n: fx.Node) -> fx.Node:
+        return n.args[0] if is_getitem(n) else n
+
+    # last line that reads each value (getitems count as reads by their users)
+    last_use: dict[fx.Node, int] = {}
+    for n in nodes:
+        if n.op == "output":
+            continue
+        if is_getitem(n):
+            continue
+        for a in n.all_input_nodes:
+            last_use[a] = max(last_use.get(a, -1), order[n])
+
+    buffers: dict[int, int] = {}  # buffer id -> bytes
+    refs: dict[int, int] = {}  # buffer id -> live values referring to it
+    pinned: set[int] = set()
+    value_buffers: dict[fx.Node, list[int | None]] = {}
+    next_id = [0]
+
+    def new_buffer(nbytes: int) -> int:
+        bid = next_id[0]
+        next_id[0] += 1
+        buffers[bid] = nbytes
+        refs[bid] = 0
+        return bid
+
+    live = 0
+    for n in nodes:
+        if n.op == "placeholder":
+            bids = []
+            for t in tensor_values(n.meta.get("val")):
+                if t is None:
+                    bids.append(None)
+                    continue
+                bid = new_buffer(tensor_bytes(t, rounding))
+                pinned.add(bid)
+                refs[bid] += 1
+                live += buffers[bid]
+                bids.append(bid)
+            value_buffers[n] = bids
+    entry = live
+    peak, peak_index = entry, -1
+    lines: list[LineMemory] = []
+    name_of = trace.name
+
+    def release(value: fx.Node) -> int:
+        freed = 0
+        for bid in value_buffers.pop(value, []):
+            if bid is None:
+                continue
+            refs[bid] -= 1
+            if refs[bid] == 0 and bid not in pinned:
+                freed += buffers[bid]
+        return freed
+
+    for n in nodes:
+        if n.op in ("placeholder", "output") or is_getitem(n):
+            continue
+        outs = tensor_values(n.meta.get("val"))
+        allocated = 0
+        bids: list[int | None] = []
+        aliases = _aliased_arg_index(n) if n.op == "call_function" else [None] * len(outs)
+        for t, alias_idx in zip(outs, aliases):
+            if t is None:
+                bids.append(None)
+                continue
+            if alias_idx is not None:
+                src = _node_arg(n, alias_idx)
+                src_bids = value_buffers.get(src, []) if isinstance(src, fx.Node) else []
+                if src_bids and src_bids[0] is not None:
+                    bids.append(src_bids[0])
+                    refs[src_bids[0]] += 1
+                    continue
+            bid = new_buffer(tensor_bytes(t, rounding))
+            refs[bid] += 1
+            allocated += buffers[bid]
+            bids.append(bid)
+        inner = _region_inner_peak(n, rounding) if (materialized_regions and n.op == "call_module") else 0
+        high_water = live + allocated + inner
+        live += allocated
+
+        # hand each element to its getitem user; a multi-output node itself holds nothing
+        dead_names: list[str] = []
+        dead_nodes: list[fx.Node] = []
+        freed = 0
+        multi = isinstance(n.meta.get("val"), (list, tuple))
+        if multi:
+            getitems = {u.args[1]: u for u in n.users if is_getitem(u)}
+            flat_index = 0
+            for i, v in enumerate(n.meta["val"]):
+                g = getitems.get(i)
+                slot = bids[flat_index] if flat_index < len(bids) else None
+                flat_index += 1
+                if g is not None:
+                    value_buffers[g] = [slot]
+                elif slot is not None:
+                    refs[slot] -= 1
+                    if refs[slot] == 0 and slot not in pinned:
+                        freed += buffers[slot]
+            produced = [g for g in getitems.values()]
+        else:
+            value_buffers[n] = bids
+            produced = [n]
+        # values whose last read is this line, and produced values nobody reads
+        for v in list(value_buffers):
+            if v in outputs_used:
+                continue
+            lu = last_use.get(v)
+            if (lu is not None and lu == order[n]) or (v in produced and lu is None):
+                dead_nodes.append(v)
+                if v.op != "placeholder":
+                    dead_names.append(name_of(v))
+                freed += release(v)
+        live -= freed
+        lines.append(LineMemory(n, name_of(n) if not multi else ", ".join(name_of(p) for p in produced),
+                                allocated, freed, live, high_water, dead_names, dead_nodes))
+        if high_water > peak:
+            peak, peak_index = high_water, len(lines) - 1
+    return Liveness(lines, entry, peak, peak_index, live, rounding)

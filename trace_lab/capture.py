@@ -1,0 +1,184 @@
+"""Capture: turn a Python callable into recorded fx programs.
+
+Design: trace_lab never traces Python itself. ``torch.compile`` (Dynamo) captures
+each graph of the user's function, handling graph breaks, guards and
+recompilation; our backend hands every Dynamo graph to AOTAutograd, which
+functionalises it, decomposes it to core aten ops and splits forward from
+backward (min-cut partitioner, so activation checkpointing shows up as
+recomputed ops in the backward). AOTAutograd then calls our forward/backward
+"compilers" with plain ``torch.fx.GraphModule`` s whose nodes carry FakeTensors
+in ``node.meta['val']``. Each compiler call becomes a :class:`ProgramPart` of a
+:class:`Program` (one per Dynamo graph); the ``compile_part`` callback supplied
+by the jit layer turns it into something runnable.
+
+Guarantees: shapes are static (``dynamic=False``), so a shape change records a
+new program instead of silently generalising an old one; in-place updates of
+inputs stay in the graph as trailing ``copy_`` ops
+(``keep_inference_input_mutations=True``).
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.fx as fx
+
+__all__ = ["Program", "ProgramPart", "CaptureSession", "readable_input_name"]
+
+
+@dataclass
+class ProgramPart:
+    """One AOTAutograd program: 'forward', 'backward' or 'inference'."""
+
+    kind: str
+    gm: fx.GraphModule
+    input_names: list[str]
+    capture_seconds: float = 0.0
+    traces: list = field(default_factory=list)  # list[Trace], [0] as captured
+    compiled: object = None  # executor-specific record (CompiledProgram)
+
+
+@dataclass
+class Program:
+    """Everything recorded for one Dynamo graph (one graph-break segment)."""
+
+    index: int
+    dynamo_input_names: list[str]
+    input_descriptors: list[str]
+    reason: str = ""  # why this graph exists: first compile, graph break, recompile
+    forward: ProgramPart | None = None  # forward or inference program
+    backward: ProgramPart | None = None
+    dynamo_seconds: float = 0.0
+
+    @property
+    def parts(self) -> list[ProgramPart]:
+        return [p for p in (self.forward, self.backward) if p is not None]
+
+
+_DYNAMO_PREFIX = re.compile(r"^(l_|L_)")
+
+
+def readable_input_name(dynamo_name: str) -> str:
+    """'L_self_modules_layers_modules_0_modules_attn_parameters_wq_' -> 'layers_0_attn_wq'."""
+    name = _DYNAMO_PREFIX.sub("", dynamo_name)
+    name = re.sub(r"^(self|s|fn|model|mod)_", "", name) if name.startswith(
+        ("self_modules", "self_parameters", "self_buffers", "s_modules", "fn_modules", "mod_")
+    ) else name
+    for word in ("modules_", "parameters_", "buffers_", "_modules", "_parameters", "_buffers"):
+        name = name.replace(word, "")
+    name = re.sub(r"_+", "_", name).strip("_")
+    if not name or not (name[0].isalpha() or name[0] == "_"):
+        name = "in_" + name
+    return name
+
+
+def describe_tensor(t) -> str:
+    if isinstance(t, torch.Tensor):
+        return f"{t.device} {str(t.dtype).replace('torch.', '')}{list(t.shape)}"
+    return type(t).__name__
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        if n in seen:
+            seen[n] += 1
+            out.append(f"{n}_{seen[n]}")
+        else:
+            seen[n] = 0
+            out.append(n)
+    return out
+
+
+class CaptureSession:
+    """Owns the torch.compile backend and the list of recorded programs.
+
+    ``compile_part(program, part) -> callable(list_of_args) -> outputs`` is called
+    for every forward/backward program; it must return a *boxed* callable.
+    """
+
+    def __init__(self, compile_part: Callable[[Program, ProgramPart], Callable]):
+        self.compile_part = compile_part
+        self.programs: list[Program] = []
+        self._graph_breaks_before: dict[str, int] = {}
+
+    # -- the torch.compile backend -------------------------------------------------
+    def backend(self, gm: fx.GraphModule, example_inputs):
+        from functorch.compile import min_cut_rematerialization_partition
+        from torch._decomp import core_aten_decompositions
+        from torch._functorch.aot_autograd import aot_module_simplified
+
+        dyn_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        descriptors = [describe_tensor(t) for t in example_inputs]
+        program = Program(
+            index=len(self.programs),
+            dynamo_input_names=dyn_names,
+            input_descriptors=descriptors,
+            reason=self._reason_for_new_graph(descriptors),
+        )
+        self.programs.append(program)
+        readable = _unique([readable_input_name(n) for n in dyn_names])
+
+        def make_compiler(kind: str):
+            def compiler(fx_gm: fx.GraphModule, _example):
+                started = time.perf_counter()
+                placeholders = [n for n in fx_gm.graph.nodes if n.op == "placeholder"]
+                if kind == "backward":
+                    names = [n.name for n in placeholders]
+                else:
+                    # AOT forward inputs are Dynamo's inputs in order (params lifted).
+                    names = readable + [n.name for n in placeholders[len(readable):]]
+                part = ProgramPart(kind=kind, gm=fx_gm, input_names=names)
+                if kind == "backward":
+                    program.backward = part
+                else:
+                    program.forward = part
+                part.capture_seconds = time.perf_counter() - started
+                from functorch.compile import make_boxed_func
+
+                runnable = self.compile_part(program, part)
+                return make_boxed_func(runnable) if not getattr(runnable, "_boxed_call", False) else runnable
+
+            return compiler
+
+        fw = make_compiler("forward")
+        started = time.perf_counter()
+        compiled = aot_module_simplified(
+            gm,
+            example_inputs,
+            fw_compiler=fw,
+            bw_compiler=make_compiler("backward"),
+            inference_compiler=make_compiler("inference"),
+            decompositions=core_aten_decompositions(),
+            partition_fn=min_cut_rematerialization_partition,
+            keep_inference_input_mutations=True,
+        )
+        program.dynamo_seconds = time.perf_counter() - started
+        return compiled
+
+    def _reason_for_new_graph(self, descriptors: list[str]) -> str:
+        from torch._dynamo.utils import counters
+
+        breaks = dict(counters["graph_break"])
+        new = [msg for msg, c in breaks.items() if c > self._graph_breaks_before.get(msg, 0)]
+        self._graph_breaks_before = breaks
+        if not self.programs:
+            return "first compile"
+        if new:
+            return "graph break: " + "; ".join(_first_line(m) for m in new)
+        same_arity = [p for p in self.programs if len(p.input_descriptors) == len(descriptors)]
+        for p in reversed(same_arity):
+            changed = [f"{a} -> {b}" for a, b in zip(p.input_descriptors, descriptors) if a != b]
+            if changed:
+                return "recompiled: inputs changed (" + ", ".join(changed[:3]) + ")"
+        return "new graph (graph break or recompilation)"
+
+
+def _first_line(msg: str) -> str:
+    line = str(msg).strip().splitlines()[0] if str(msg).strip() else str(msg)
+    return line[:200]
+

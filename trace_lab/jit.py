@@ -1,0 +1,193 @@
+"""jit: the user-facing compiled callable and its recorded programs.
+
+``trace_lab.jit(fn, **options)`` returns a :class:`JitFunction`. Calling it runs
+``fn`` through ``torch.compile`` with trace_lab's capture backend; every program
+that capture records (forward, backward, inference; one per graph of a graph
+break; a new one per recompilation) goes through the pass pipeline and the
+chosen executor, and all its stages are kept on the JitFunction:
+
+* ``jfn.programs`` - every :class:`~trace_lab.capture.Program` compiled so far;
+* ``last_traces(jfn)`` / ``last_backward_traces(jfn)`` - the stages of the
+  forward / backward program that ran most recently.
+
+Memory measurement is opt-in (``with jfn.measuring(): ...``) so that timing runs
+are not disturbed by it; see :mod:`trace_lab.measure`.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from .capture import CaptureSession, Program, ProgramPart
+from .errors import TraceLabError, explain_compile_error
+from .executors import get_executor, resolve_executor
+from .passes import PassContext, run_pipeline
+from .trace import Trace
+
+__all__ = ["Options", "JitFunction", "jit", "last_traces", "last_backward_traces", "FUSION_STRATEGIES"]
+
+FUSION_STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+EXECUTOR_CHOICES = ("auto", "eager", "inductor", "nvfuser")
+
+
+@dataclass
+class Options:
+    """Compiler options; every field is a pass or executor switch the lab can toggle."""
+
+    fusion: str = "none"
+    executor: str = "auto"
+    fusion_cache: bool = True
+    sort_waits: bool = True
+    fsdp: str | None = None
+    extra: dict = field(default_factory=dict)
+
+    def validate(self) -> "Options":
+        if self.fusion not in FUSION_STRATEGIES:
+            raise ValueError(f"fusion={self.fusion!r} is not a fusion strategy; choose one of {', '.join(FUSION_STRATEGIES)}")
+        if self.executor not in EXECUTOR_CHOICES:
+            raise ValueError(f"executor={self.executor!r} is not known; choose one of {', '.join(EXECUTOR_CHOICES)}")
+        if self.fsdp not in (None, "zero2", "zero3"):
+            raise ValueError(f"fsdp={self.fsdp!r}: choose zero2, zero3 or leave it unset")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Measurement:
+    program: int
+    kind: str
+    measured_peak_above_inputs: int | None
+    predicted_peak_above_inputs: int
+    method: str
+
+
+class JitFunction:
+    """A function compiled by trace_lab; call it like the original."""
+
+    def __init__(self, fn, options: Options):
+        self.fn = fn
+        self.options = options.validate()
+        self.session = CaptureSession(self._compile_part)
+        self._executors: dict[str, object] = {}
+        self.executor_reasons: list[str] = []
+        self._last_forward: ProgramPart | None = None
+        self._last_backward: ProgramPart | None = None
+        self._measure = False
+        self.measurements: list[Measurement] = []
+        self.calls = 0
+        self.parts_run_in_last_call = 0
+        _raise_recompile_limits()
+        self._compiled = torch.compile(fn, backend=self.session.backend, dynamic=False)
+
+    # -- calling -------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        self.parts_run_in_last_call = 0
+        try:
+            return self._compiled(*args, **kwargs)
+        except TraceLabError:
+            raise
+        except Exception as e:  # noqa: BLE001 - translated into a specific message, cause kept
+            explained = explain_compile_error(e)
+            if explained is e:
+                raise
+            raise explained from e
+
+    @property
+    def programs(self) -> list[Program]:
+        return self.session.programs
+
+    @contextlib.contextmanager
+    def measuring(self):
+        """Measure each program's peak memory while the block runs."""
+        old, self._measure = self._measure, True
+        try:
+            yield self.measurements
+        finally:
+            self._measure = old
+
+    # -- the per-program compiler (called by capture) ---------------------------------------
+    def _executor(self, name: str):
+        if name not in self._executors:
+            self._executors[name] = get_executor(name, fusion_cache=self.options.fusion_cache)
+        return self._executors[name]
+
+    def _compile_part(self, program: Program, part: ProgramPart):
+        names = part.input_names
+        extra = {}
+        if part.kind == "backward" and program.forward is not None and program.forward.traces:
+            fw_names = program.forward.traces[0].names_by_fx_name()
+            names = [fw_names.get(n, n.replace("tangents_", "tangent_")) for n in part.input_names]
+        trace = Trace(part.gm, part.kind, "as captured", names, extra_names=extra)
+        exec_name, reason = resolve_executor(self.options.executor, trace.device)
+        if reason not in self.executor_reasons:
+            self.executor_reasons.append(reason)
+        executor = self._executor(exec_name)
+        part.traces = run_pipeline(trace, PassContext(self.options, executor))
+        compiled = executor.compile(part.traces[-1])
+        part.compiled = compiled
+        jfn = self
+
+        def run(args):
+            if part.kind == "backward":
+                jfn._last_backward = part
+            else:
+                jfn._last_forward = part
+                jfn._last_backward = None
+            jfn.parts_run_in_last_call += 1
+            if jfn._measure:
+                from .measure import measure_peak
+
+                outs, measured, method = measure_peak(compiled.run, args, part.traces[-1].device)
+                predicted = part.traces[-1].liveness(executor.materializes_regions).peak_above_inputs_bytes
+                jfn.measurements.append(Measurement(program.index, part.kind, measured, predicted, method))
+                return outs
+            return compiled.run(args)
+
+        run._boxed_call = True
+        return run
+
+
+def _raise_recompile_limits() -> None:
+    # Each JitFunction of the same Python function adds cache entries; keep them all
+    # compiled rather than letting Dynamo fall back to plain eager after 8.
+    cfg = torch._dynamo.config
+    for attr, value in (("recompile_limit", 256), ("cache_size_limit", 256), ("accumulated_recompile_limit", 4096),
+                        ("accumulated_cache_size_limit", 4096)):
+        if hasattr(cfg, attr) and getattr(cfg, attr) < value:
+            setattr(cfg, attr, value)
+
+
+def jit(fn=None, *, fusion: str = "none", executor: str = "auto", fusion_cache: bool = True,
+        sort_waits: bool = True, fsdp: str | None = None, **extra) -> JitFunction:
+    """Compile ``fn`` (a function or ``nn.Module``) with trace_lab; see :class:`Options`."""
+    opts = Options(fusion=fusion, executor=executor, fusion_cache=fusion_cache, sort_waits=sort_waits,
+                   fsdp=fsdp, extra=extra)
+    if fn is None:
+        return lambda f: JitFunction(f, opts)
+    if not callable(fn):
+        raise TypeError(f"trace_lab.jit needs a function or nn.Module, got {type(fn).__name__}")
+    return JitFunction(fn, opts)
+
+
+def last_traces(jfn: JitFunction) -> list[Trace]:
+    """Stages of the forward (or inference) program that ran last; [0] as captured."""
+    _check(jfn)
+    if jfn._last_forward is None:
+        raise TraceLabError("nothing has run yet: call the jitted function first, then ask for its traces")
+    return list(jfn._last_forward.traces)
+
+
+def last_backward_traces(jfn: JitFunction) -> list[Trace]:
+    """Stages of the backward program that ran last; [] if no backward ran."""
+    _check(jfn)
+    return list(jfn._last_backward.traces) if jfn._last_backward is not None else []
+
+
+def _check(jfn) -> None:
+    if not isinstance(jfn, JitFunction):
+        raise TypeError(f"expected a function made by trace_lab.jit, got {type(jfn).__name__}")

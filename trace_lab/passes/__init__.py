@@ -1,0 +1,75 @@
+"""Passes: pure ``Trace -> Trace`` rewrites, run as a recorded pipeline.
+
+Each pass is a plain function ``pass_fn(trace, ctx) -> Trace`` registered in
+:data:`PASSES` under its name. :func:`run_pipeline` applies the passes that the
+options ask for, in a fixed order, and keeps every intermediate Trace as a
+stage named after the pass, with the seconds the pass took. A pass that changes
+nothing still leaves a stage, so users see that it ran.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..trace import Trace
+
+__all__ = ["PassContext", "PASSES", "register_pass", "run_pipeline", "pipeline_for"]
+
+
+@dataclass
+class PassContext:
+    options: object  # trace_lab.jit.Options
+    executor: object  # trace_lab.executors.Executor
+
+
+PASSES: dict[str, Callable[[Trace, PassContext], Trace]] = {}
+
+
+def register_pass(name: str):
+    def deco(fn):
+        PASSES[name] = fn
+        fn.pass_name = name
+        return fn
+
+    return deco
+
+
+def _load_passes() -> None:
+    import importlib
+
+    for mod in ("fusion", "sort_waits", "fsdp"):
+        try:
+            importlib.import_module(f"{__name__}.{mod}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{mod}":
+                raise
+
+
+def pipeline_for(options, kind: str) -> list[str]:
+    """Names of the passes to run for a program of this kind, in order."""
+    _load_passes()
+    names = []
+    if getattr(options, "fsdp", None) and "fsdp" in PASSES:
+        names.append("fsdp")
+    if getattr(options, "sort_waits", False) and "sort_waits" in PASSES:
+        names.append("sort_waits")
+    if "fusion" in PASSES:
+        names.append("fusion")
+    return names
+
+
+def run_pipeline(trace: Trace, ctx: PassContext) -> list[Trace]:
+    stages = [trace]
+    for name in pipeline_for(ctx.options, trace.kind):
+        started = time.perf_counter()
+        new = PASSES[name](stages[-1], ctx)
+        seconds = time.perf_counter() - started
+        if new is stages[-1]:
+            new = new.derive(new.gm, name, seconds, info=new.info)
+        else:
+            new.pass_seconds = seconds
+            if new.stage == stages[-1].stage:
+                new.stage = name
+        stages.append(new)
+    return stages

@@ -1,0 +1,204 @@
+"""Printer: a Trace as Thunder-style Python text, annotated with memory.
+
+The text is a real Python function (``exec`` it with :func:`exec_namespace` and
+it computes the program), so what the lab shows is exactly what runs::
+
+    def forward(x, w):
+      # x: "cpu f32[256, 256]"
+      # /path/model.py:12   y = torch.relu(x)
+      t0 = aten.relu.default(x)  # t0: "cpu f32[256, 256]"  | live 0.50 MiB (+0.25)
+      del t0 ...
+
+Each op line carries its value's type comment, then (when ``annotate``) a
+memory column: live bytes after the line and what the line allocated or freed;
+the peak line is marked ``<- peak``. Source lines of the user's code (from the
+node's stack trace) are printed as comments when they change. Fused regions
+(``call_module`` nodes) print as ``(t2, t8) = fusion0(t0, t1)`` followed by
+their ops, indented and commented out.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+import torch
+import torch.fx as fx
+
+from .trace import is_getitem, tensor_values
+
+__all__ = ["format_trace", "format_bytes", "type_comment", "source_line", "exec_namespace", "target_name"]
+
+_DTYPE_SHORT = {
+    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
+    torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
+    torch.bool: "b8", torch.complex64: "c64", torch.complex128: "c128",
+}
+
+
+def format_bytes(n: float) -> str:
+    n = float(n)
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{int(n)} B"
+
+
+def type_comment(val) -> str:
+    if isinstance(val, torch.Tensor):
+        dev = str(val.device)
+        return f"{dev} {_DTYPE_SHORT.get(val.dtype, str(val.dtype).replace('torch.', ''))}{list(val.shape)}"
+    if val is None:
+        return "None"
+    return type(val).__name__
+
+
+def source_line(node: fx.Node) -> str | None:
+    """'file.py:12  code' for the user's frame that produced the node."""
+    st = node.meta.get("stack_trace")
+    if not st:
+        return None
+    lines = st.rstrip().splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        m = re.match(r'\s*File "([^"]+)", line (\d+), in (.+)', lines[i])
+        if m:
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            path = m.group(1)
+            short = "/".join(path.split("/")[-2:])
+            return f"{short}:{m.group(2)}  {code}"
+    return None
+
+
+def target_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        ns = target.namespace
+        base = "aten" if ns == "aten" else f"torch.ops.{ns}"
+        return f"{base}.{target._opname}.{target._overloadname}"
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return f"torch.ops.{target._qualified_op_name.replace('::', '.')}"
+    if isinstance(target, str):
+        return target
+    mod = getattr(target, "__module__", "") or ""
+    name = getattr(target, "__qualname__", getattr(target, "__name__", repr(target)))
+    if mod in ("_operator", "operator"):
+        return f"operator.{name}"
+    if mod.startswith("torch"):
+        return f"{mod}.{name}"
+    return "_fn_" + re.sub(r"\W", "_", f"{mod}_{name}")
+
+
+def _fmt(arg, name_of) -> str:
+    if isinstance(arg, fx.Node):
+        return name_of(arg)
+    if isinstance(arg, (list, tuple)):
+        inner = ", ".join(_fmt(a, name_of) for a in arg)
+        return f"[{inner}]" if isinstance(arg, list) else f"({inner}{',' if len(arg) == 1 else ''})"
+    if isinstance(arg, torch.dtype):
+        return str(arg)
+    if isinstance(arg, torch.device):
+        return f"torch.device({str(arg)!r})"
+    if isinstance(arg, (torch.layout, torch.memory_format)):
+        return str(arg)
+    if isinstance(arg, float):
+        if math.isinf(arg):
+            return "float('inf')" if arg > 0 else "float('-inf')"
+        if math.isnan(arg):
+            return "float('nan')"
+    if isinstance(arg, dict):
+        return "{" + ", ".join(f"{k!r}: {_fmt(v, name_of)}" for k, v in arg.items()) + "}"
+    return repr(arg)
+
+
+def _call(node: fx.Node, name_of) -> str:
+    args = [_fmt(a, name_of) for a in node.args]
+    args += [f"{k}={_fmt(v, name_of)}" for k, v in node.kwargs.items()]
+    if node.op == "call_module":
+        return f"{node.target}({', '.join(args)})"
+    return f"{target_name(node.target)}({', '.join(args)})"
+
+
+def _lhs(node: fx.Node, trace) -> str:
+    val = node.meta.get("val")
+    if isinstance(val, (list, tuple)) and not is_getitem(node):
+        getitems = {u.args[1]: u for u in node.users if is_getitem(u)}
+        parts = [trace.name(getitems[i]) if i in getitems else "_" for i in range(len(val))]
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return trace.name(node)
+
+
+def _types(node: fx.Node, trace) -> str:
+    val = node.meta.get("val")
+    if isinstance(val, (list, tuple)) and not is_getitem(node):
+        getitems = {u.args[1]: u for u in node.users if is_getitem(u)}
+        return "  ".join(f'{trace.name(getitems[i])}: "{type_comment(v)}"' for i, v in enumerate(val) if i in getitems)
+    return f'{trace.name(node)}: "{type_comment(val)}"'
+
+
+def _region_lines(node: fx.Node, indent: str) -> list[str]:
+    sub = node.graph.owning_module.get_submodule(node.target)
+    from .trace import Trace
+
+    inner = Trace(sub, "region")
+    out = []
+    for n in inner.ops:
+        out.append(f"{indent}  # {_lhs(n, inner)} = {_call(n, inner.name)}  # {_types(n, inner)}")
+    return out
+
+
+def format_trace(trace, annotate: bool = True) -> str:
+    name_of = trace.name
+    fn = trace.kind_function_name
+    live = trace.liveness() if annotate else None
+    by_node = {ln.node: ln for ln in live.lines} if live else {}
+    if not live:
+        from .analysis.liveness import compute_liveness
+
+        dels = {ln.node: ln.dead_values for ln in compute_liveness(trace).lines}
+    else:
+        dels = {ln.node: ln.dead_values for ln in live.lines}
+    out = [f"# trace_lab: {trace.kind} program, stage '{trace.stage}'"]
+    if annotate:
+        out.append(f"# {len(trace.ops)} ops; inputs {format_bytes(live.entry_bytes)}; "
+                   f"peak {format_bytes(live.peak_bytes)} "
+                   f"(+{format_bytes(live.peak_above_inputs_bytes)} above inputs)"
+                   + (f" at {live.peak_line.name}" if live.peak_line else ""))
+    out += ["import torch", "aten = torch.ops.aten", ""]
+    params = ", ".join(name_of(n) for n in trace.inputs)
+    out.append(f"def {fn}({params}):")
+    for n in trace.inputs:
+        out.append(f'  # {name_of(n)}: "{type_comment(n.meta.get("val"))}"')
+    last_src = None
+    for n in trace.ops:
+        src = source_line(n)
+        if src and src != last_src:
+            out.append(f"  # {src}")
+            last_src = src
+        recompute = " (recomputed)" if n.meta.get("recompute") is not None and trace.kind == "backward" else ""
+        line = f"  {_lhs(n, trace)} = {_call(n, name_of)}  # {_types(n, trace)}{recompute}"
+        ln = by_node.get(n)
+        if ln is not None:
+            delta = ln.allocated - ln.freed
+            mark = "  <- peak" if live.peak_line is ln else ""
+            line += f"  | live {format_bytes(ln.live_after)} ({'+' if delta >= 0 else '-'}{format_bytes(abs(delta))}){mark}"
+        out.append(line)
+        if n.op == "call_module":
+            out.extend(_region_lines(n, "  "))
+        if dels.get(n):
+            out.append(f"  del {', '.join(dels[n])}")
+    ret = trace.output_node.args[0]
+    out.append(f"  return {_fmt(ret, name_of)}")
+    return "\n".join(out) + "\n"
+
+
+def exec_namespace(trace) -> dict:
+    """Globals under which the printed text runs: torch, aten, regions, other targets."""
+    import operator
+
+    ns: dict = {"torch": torch, "aten": torch.ops.aten, "operator": operator}
+    for n in trace.graph.nodes:
+        if n.op == "call_function":
+            name = target_name(n.target)
+            if name.startswith("_fn_"):
+                ns[name] = n.target
+        elif n.op == "call_module":
+            ns[n.target] = trace.gm.get_submodule(n.target)
+    return ns

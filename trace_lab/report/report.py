@@ -1,0 +1,193 @@
+"""Report: everything one inspected run produced, as plain data plus views.
+
+A Report is built once from a :class:`~trace_lab.jit.JitFunction` after a run
+and never changes. ``to_dict()`` is JSON-ready plain data (the notebook, the
+CLI, benchmarks and tests all read it); ``__str__`` is the text summary;
+``_repr_html_`` is a self-contained HTML view (works in static exports) in
+which every name that comes from user code is escaped. The Trace objects stay
+reachable through :meth:`Report.traces` for deeper views.
+"""
+from __future__ import annotations
+
+import datetime
+import html
+import json
+from dataclasses import dataclass, field
+
+import torch
+
+from ..printer import format_bytes
+
+__all__ = ["Report"]
+
+
+def _part_summary(part, materialized: bool) -> dict:
+    stages = []
+    for t in part.traces:
+        live = t.liveness(materialized)
+        stages.append({
+            "stage": t.stage, "pass_seconds": t.pass_seconds, "ops": len(t.ops),
+            "regions": sum(1 for n in t.ops if n.op == "call_module"),
+            "predicted_peak_bytes": live.peak_bytes,
+            "predicted_peak_above_inputs_bytes": live.peak_above_inputs_bytes,
+        })
+    compiled = part.compiled
+    return {
+        "kind": part.kind,
+        "stages": stages,
+        "executor": getattr(compiled, "executor", None),
+        "executor_seconds": getattr(compiled, "compile_seconds", 0.0),
+        "regions": list(getattr(compiled, "regions", []) or []),
+        "notes": list(getattr(compiled, "notes", []) or []),
+        "capture_seconds": part.capture_seconds,
+    }
+
+
+@dataclass
+class Report:
+    name: str
+    options: dict
+    device: str
+    executor_reasons: list[str]
+    programs: list[dict]
+    compile_seconds: dict
+    first_run_seconds: float
+    steady_seconds: float | None
+    run_seconds: list[float]
+    comparison: dict | None
+    memory: list[dict]
+    warnings: list[str] = field(default_factory=list)
+    created: str = ""
+    torch_version: str = ""
+    jfn: object = field(default=None, repr=False, compare=False)
+
+    # -- construction -----------------------------------------------------------------
+    @classmethod
+    def from_run(cls, jfn, *, name, device, first_run_seconds, steady_seconds, run_seconds, comparison,
+                 measurements, warnings) -> "Report":
+        programs = []
+        passes = executor_s = 0.0
+        mat = {}
+        for p in jfn.programs:
+            entry = {"index": p.index, "reason": p.reason, "inputs": p.input_descriptors}
+            for part in p.parts:
+                if not part.traces:
+                    continue
+                ex = jfn._executors.get(getattr(part.compiled, "executor", ""), None)
+                materialized = bool(getattr(ex, "materializes_regions", False))
+                mat[(p.index, part.kind)] = materialized
+                summary = _part_summary(part, materialized)
+                entry[part.kind] = summary
+                passes += sum(s["pass_seconds"] for s in summary["stages"])
+                executor_s += summary["executor_seconds"]
+            programs.append(entry)
+        capture = max(0.0, first_run_seconds - passes - executor_s - (steady_seconds or 0.0))
+        memory = []
+        for m in measurements:
+            memory.append({
+                "program": m.program, "kind": m.kind, "predicted_peak_above_inputs_bytes": m.predicted_peak_above_inputs,
+                "measured_peak_above_inputs_bytes": m.measured_peak_above_inputs, "method": m.method,
+            })
+        for p in jfn.programs:
+            if len(jfn.programs) > 1 and p.reason.startswith("graph break"):
+                warnings.append(f"program {p.index}: {p.reason}")
+        return cls(
+            name=name or getattr(jfn.fn, "__name__", type(jfn.fn).__name__),
+            options=jfn.options.to_dict(), device=str(device), executor_reasons=list(jfn.executor_reasons),
+            programs=programs,
+            compile_seconds={"capture": capture, "passes": passes, "executor": executor_s,
+                             "total": capture + passes + executor_s},
+            first_run_seconds=first_run_seconds, steady_seconds=steady_seconds, run_seconds=list(run_seconds),
+            comparison=comparison.to_dict() if comparison is not None else None, memory=memory,
+            warnings=list(dict.fromkeys(warnings)), created=datetime.datetime.now().isoformat(timespec="seconds"),
+            torch_version=torch.__version__, jfn=jfn,
+        )
+
+    # -- access -------------------------------------------------------------------------
+    def traces(self, kind: str = "forward", program: int = -1) -> list:
+        """Stages of one program part ('forward' also finds an inference program)."""
+        progs = self.jfn.programs if self.jfn is not None else []
+        if not progs:
+            return []
+        p = progs[program]
+        if kind in ("forward", "inference"):
+            return list(p.forward.traces) if p.forward else []
+        return list(p.backward.traces) if p.backward else []
+
+    def predicted_peak(self, kind: str = "forward", program: int = -1) -> int | None:
+        ts = self.traces(kind, program)
+        if not ts:
+            return None
+        entry = self.programs[program].get(ts[-1].kind, {})
+        return entry.get("stages", [{}])[-1].get("predicted_peak_above_inputs_bytes")
+
+    def measured_peak(self, kind: str = "forward", program: int = -1) -> int | None:
+        idx = self.programs[program]["index"] if self.programs else None
+        kinds = ("forward", "inference") if kind in ("forward", "inference") else ("backward",)
+        for m in self.memory:
+            if m["program"] == idx and m["kind"] in kinds:
+                return m["measured_peak_above_inputs_bytes"]
+        return None
+
+    @property
+    def ok(self) -> bool:
+        return self.comparison is None or self.comparison["ok"]
+
+    # -- views ---------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "jfn"}
+        return json.loads(json.dumps(d, default=str))
+
+    def summary_rows(self) -> list[tuple[str, str]]:
+        rows = [("device", self.device), ("executor", "; ".join(self.executor_reasons) or "-"),
+                ("fusion", str(self.options.get("fusion"))),
+                ("compile", "{total:.3f} s (capture {capture:.3f}, passes {passes:.3f}, executor {executor:.3f})".format(
+                    **self.compile_seconds)),
+                ("first run", f"{self.first_run_seconds:.3f} s"),
+                ("steady state", f"{self.steady_seconds * 1e3:.3f} ms (median of {len(self.run_seconds)})"
+                 if self.steady_seconds is not None else "not timed")]
+        for m in self.memory:
+            measured = m["measured_peak_above_inputs_bytes"]
+            rows.append((f"peak {m['kind']} #{m['program']}",
+                         f"predicted {format_bytes(m['predicted_peak_above_inputs_bytes'])}, measured "
+                         + (format_bytes(measured) if measured is not None else "n/a") + " above inputs"))
+        for p in self.programs:
+            for kind in ("forward", "inference", "backward"):
+                if kind in p:
+                    s = p[kind]["stages"][-1]
+                    rows.append((f"{kind} #{p['index']}", f"{s['ops']} ops, {s['regions']} fused regions"
+                                 + (f", {p['reason']}" if p["reason"] != "first compile" else "")))
+        if self.comparison is not None:
+            c = self.comparison
+            rows.append(("vs eager", ("matches" if c["ok"] else "DIFFERS") + f", max |diff| {c['max_abs_diff']:.3g} "
+                         f"({c['checked']['outputs']} outputs, {c['checked']['grads']} grads, "
+                         f"{c['checked']['values']} values)"))
+        return rows
+
+    def __str__(self) -> str:
+        width = max(len(k) for k, _ in self.summary_rows())
+        lines = [f"trace_lab report: {self.name}"]
+        lines += [f"  {k.ljust(width)}  {v}" for k, v in self.summary_rows()]
+        lines += [f"  warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Report {self.name!r}: {len(self.programs)} programs, ok={self.ok}>"
+
+    def _repr_html_(self) -> str:
+        from .html import report_html
+
+        return report_html(self)
+
+    def save_html(self, path) -> str:
+        """Write a standalone HTML report (opens offline) and return its path."""
+        from .html import standalone_page
+
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(standalone_page(self))
+        return str(path)
+
+    def save_json(self, path) -> str:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=2)
+        return str(path)

@@ -1,0 +1,163 @@
+"""Trace: an ordered, named, printable view of one fx program.
+
+Design: a Trace wraps a ``torch.fx.GraphModule`` produced by capture or by a
+pass, and adds what the lab shows on top of it: Thunder-style short names
+(``t0, t1, ...`` for computed values, readable names for inputs), the kind of
+program (forward / backward / inference), the pass stage that produced it and
+how long that pass took. Traces are immutable by convention: passes build a new
+GraphModule and call :meth:`Trace.derive`.
+
+Multi-output ops (``native_layer_norm``, ``_foreach_*``) are shown unpacked,
+Thunder style: ``(t5, t6, _) = aten.native_layer_norm.default(...)``. Their
+``getitem`` nodes carry the element names and print nothing themselves; the
+eager executor and the liveness model treat them the same way.
+"""
+from __future__ import annotations
+
+import operator
+from functools import cached_property
+
+import torch
+import torch.fx as fx
+
+__all__ = ["Trace", "is_getitem", "tensor_values", "node_device"]
+
+
+def is_getitem(node: fx.Node) -> bool:
+    return node.op == "call_function" and node.target is operator.getitem
+
+
+def tensor_values(val) -> list:
+    """Flatten a node's meta value into its tensors (None for non-tensor slots)."""
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (list, tuple)):
+        out = []
+        for v in val:
+            out.extend(tensor_values(v) if isinstance(v, (list, tuple)) else [v if isinstance(v, torch.Tensor) else None])
+        return out
+    return []
+
+
+def node_device(gm: fx.GraphModule) -> torch.device:
+    for n in gm.graph.nodes:
+        for v in tensor_values(n.meta.get("val")):
+            if v is not None and v.device.type != "meta":
+                return v.device
+    return torch.device("cpu")
+
+
+class Trace:
+    """A named, printable, analysable program (one stage of one program)."""
+
+    def __init__(self, gm: fx.GraphModule, kind: str, stage: str = "as captured",
+                 input_names: list[str] | None = None, pass_seconds: float = 0.0,
+                 extra_names: dict[str, str] | None = None, info: dict | None = None):
+        self.gm = gm
+        self.kind = kind
+        self.stage = stage
+        self.pass_seconds = pass_seconds
+        self.info = dict(info or {})  # free-form facts passes want to show (e.g. regions)
+        self._input_names = list(input_names or [])
+        self._extra_names = dict(extra_names or {})
+        self.names: dict[fx.Node, str] = self._assign_names()
+
+    # -- structure --------------------------------------------------------------------
+    @property
+    def graph(self) -> fx.Graph:
+        return self.gm.graph
+
+    @property
+    def inputs(self) -> list[fx.Node]:
+        return [n for n in self.graph.nodes if n.op == "placeholder"]
+
+    @property
+    def output_node(self) -> fx.Node:
+        return next(n for n in reversed(self.graph.nodes) if n.op == "output")
+
+    @property
+    def ops(self) -> list[fx.Node]:
+        """Nodes that print as a line (compute nodes, fused regions); getitems excluded."""
+        return [n for n in self.graph.nodes
+                if n.op in ("call_function", "call_module", "call_method") and not is_getitem(n)]
+
+    @cached_property
+    def device(self) -> torch.device:
+        return node_device(self.gm)
+
+    def name(self, node: fx.Node) -> str:
+        return self.names.get(node, node.name)
+
+    def names_by_fx_name(self) -> dict[str, str]:
+        return {n.name: self.names[n] for n in self.names}
+
+    def derive(self, gm: fx.GraphModule, stage: str, pass_seconds: float = 0.0,
+               info: dict | None = None) -> "Trace":
+        """A new stage of the same program (names of inputs carried over)."""
+        extra = dict(self._extra_names)
+        return Trace(gm, self.kind, stage, self._input_names, pass_seconds, extra, info)
+
+    def _assign_names(self) -> dict[fx.Node, str]:
+        names: dict[fx.Node, str] = {}
+        used: set[str] = set()
+        phs = self.inputs
+        for i, n in enumerate(phs):
+            base = self._input_names[i] if i < len(self._input_names) else n.name
+            base = self._extra_names.get(n.name, base)
+            name = base
+            k = 1
+            while name in used:
+                name = f"{base}_{k}"
+                k += 1
+            names[n] = name
+            used.add(name)
+        counter = 0
+        for n in self.graph.nodes:
+            if n.op in ("placeholder", "output"):
+                continue
+            vals = n.meta.get("val")
+            multi = isinstance(vals, (list, tuple))
+            if multi and not is_getitem(n):
+                continue  # elements are named through their getitem users
+            while f"t{counter}" in used:
+                counter += 1
+            names[n] = f"t{counter}"
+            used.add(names[n])
+            counter += 1
+        return names
+
+    # -- analyses -----------------------------------------------------------------------
+    def liveness(self, materialized_regions: bool | None = None):
+        """Per-line memory (see :mod:`trace_lab.analysis.liveness`), cached per mode."""
+        from .analysis.liveness import compute_liveness
+
+        key = ("_liveness", materialized_regions)
+        cache = self.__dict__.setdefault("_liveness_cache", {})
+        if key not in cache:
+            cache[key] = compute_liveness(self, materialized_regions=bool(materialized_regions))
+        return cache[key]
+
+    # -- text ----------------------------------------------------------------------------
+    def python_source(self, annotate: bool = True) -> str:
+        from .printer import format_trace
+
+        return format_trace(self, annotate=annotate)
+
+    def python_callable(self):
+        """Execute the printed program text and return its function (round-trip check)."""
+        from .printer import exec_namespace
+
+        src = self.python_source(annotate=False)
+        ns = exec_namespace(self)
+        exec(compile(src, f"<trace_lab {self.kind} {self.stage}>", "exec"), ns)
+        return ns[self.kind_function_name]
+
+    @property
+    def kind_function_name(self) -> str:
+        return {"backward": "backward", "inference": "inference"}.get(self.kind, "forward")
+
+    def __str__(self) -> str:
+        return self.python_source(annotate=True)
+
+    def __repr__(self) -> str:
+        return f"<Trace {self.kind} '{self.stage}': {len(self.ops)} ops>"
