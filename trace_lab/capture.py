@@ -61,8 +61,25 @@ class Program:
 _DYNAMO_PREFIX = re.compile(r"^(l_|L_)")
 
 
+_OPT_PARAM = re.compile(r"^(?:l_|L_)?self_+param_groups_+\d+_+params_+(\d+)_*(.*)$")
+_OPT_STATE = re.compile(r"^(?:l_|L_)?self_+state_list_dict_keys_L_+self_+state_+(\d+)_+(.*?)_*$")
+
+
 def readable_input_name(dynamo_name: str) -> str:
-    """'L_self_modules_layers_modules_0_modules_attn_parameters_wq_' -> 'layers_0_attn_wq'."""
+    """'L_self_modules_layers_modules_0_modules_attn_parameters_wq_' -> 'layers_0_attn_wq'.
+
+    Optimizer inputs: 'self___param_groups_0__params___3' -> 'param3',
+    '..._state___3___exp_avg' -> 'state3_exp_avg' (positional state keys -> 'state3_1').
+    """
+    m = _OPT_PARAM.match(dynamo_name)
+    if m:
+        return f"param{m.group(1)}" + (f"_{m.group(2).strip('_')}" if m.group(2).strip("_") else "")
+    m = _OPT_STATE.match(dynamo_name)
+    if m:
+        tail = m.group(2)
+        if not re.fullmatch(r"[a-z][a-z_]*[a-z]", tail):
+            tail = re.findall(r"\d+", tail)[-1] if re.findall(r"\d+", tail) else "value"
+        return f"state{m.group(1)}_{tail}"
     name = _DYNAMO_PREFIX.sub("", dynamo_name)
     name = re.sub(r"^(self|s|fn|model|mod)_", "", name) if name.startswith(
         ("self_modules", "self_parameters", "self_buffers", "s_modules", "fn_modules", "mod_")
@@ -70,7 +87,13 @@ def readable_input_name(dynamo_name: str) -> str:
     for word in ("modules_", "parameters_", "buffers_", "_modules", "_parameters", "_buffers"):
         name = name.replace(word, "")
     name = re.sub(r"_+", "_", name).strip("_")
-    if not name or not (name[0].isalpha() or name[0] == "_"):
+    if len(name) > 32:  # keep the informative tail
+        name = name[-32:].split("_", 1)[-1] if "_" in name[-32:] else name[-32:]
+    if not name:
+        name = "in"
+    elif name[0].isdigit():
+        name = "m" + name  # Sequential children: '0_weight' -> 'm0_weight'
+    elif not (name[0].isalpha() or name[0] == "_"):
         name = "in_" + name
     return name
 
@@ -121,7 +144,12 @@ class CaptureSession:
             reason=self._reason_for_new_graph(descriptors),
         )
         self.programs.append(program)
-        readable = _unique([readable_input_name(n) for n in dyn_names])
+        # aot_module_simplified lifts the graph module's own parameters and buffers
+        # (get_attr in Dynamo's graph, e.g. an optimizer's state) in front of its inputs.
+        lifted = list(dict(gm.named_parameters(remove_duplicate=False))) + \
+            list(dict(gm.named_buffers(remove_duplicate=False)))
+        readable = _unique([readable_input_name(n) for n in lifted + dyn_names])
+        program.lifted_names = lifted
 
         def make_compiler(kind: str):
             def compiler(fx_gm: fx.GraphModule, _example):

@@ -141,6 +141,13 @@ def compare_runs(compiled: Snapshot, eager: Snapshot, scale: float = 100.0) -> C
 def deepcopy_for_reference(fn, args):
     """(fn, args) copied together so that shared tensors stay shared; None if impossible."""
     try:
-        return copy.deepcopy((fn, args))
+        copied = copy.deepcopy((fn, args))
     except Exception:  # noqa: BLE001 - any failure means 'no reference copy'
         return None
+    # nn.Parameter.__deepcopy__ drops .grad; an optimizer step needs it
+    originals, copies = reachable_tensors(fn, args), reachable_tensors(*copied)
+    if len(originals) == len(copies):
+        for o, c in zip(originals, copies):
+            if o.grad is not None and c.grad is None:
+                c.grad = o.grad.detach().clone()
+    return copied

@@ -176,9 +176,10 @@ def format_trace(trace, annotate: bool = True) -> str:
         line = f"  {_lhs(n, trace)} = {_call(n, name_of)}  # {_types(n, trace)}{recompute}"
         ln = by_node.get(n)
         if ln is not None:
-            delta = ln.allocated - ln.freed
-            mark = "  <- peak" if live.peak_line is ln else ""
-            line += f"  | live {format_bytes(ln.live_after)} ({'+' if delta >= 0 else '-'}{format_bytes(abs(delta))}){mark}"
+            change = " ".join(x for x in (f"+{format_bytes(ln.allocated)}" if ln.allocated else "",
+                                          f"-{format_bytes(ln.freed)}" if ln.freed else "") if x) or "+0"
+            mark = f"  <- peak {format_bytes(ln.high_water)}" if live.peak_line is ln else ""
+            line += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"
         out.append(line)
         if n.op == "call_module":
             out.extend(_region_lines(n, "  "))

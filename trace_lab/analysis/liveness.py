@@ -175,6 +175,12 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
         refs[bid] = 0
         return bid
 
+    device_type = trace.device.type
+
+    def nbytes(t) -> int:
+        # memory on another device (a CPU scalar in a CUDA program) is not this program's
+        return tensor_bytes(t, rounding) if t.device.type == device_type else 0
+
     live = 0
     for n in nodes:
         if n.op == "placeholder":
@@ -183,7 +189,7 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
                 if t is None:
                     bids.append(None)
                     continue
-                bid = new_buffer(tensor_bytes(t, rounding))
+                bid = new_buffer(nbytes(t))
                 pinned.add(bid)
                 refs[bid] += 1
                 live += buffers[bid]
@@ -222,7 +228,7 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
                     bids.append(src_bids[0])
                     refs[src_bids[0]] += 1
                     continue
-            bid = new_buffer(tensor_bytes(t, rounding))
+            bid = new_buffer(nbytes(t))
             refs[bid] += 1
             allocated += buffers[bid]
             bids.append(bid)
