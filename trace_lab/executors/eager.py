@@ -18,11 +18,12 @@ from .base import CompiledProgram, Executor, register
 __all__ = ["EagerExecutor", "interpret"]
 
 
-def interpret(trace: Trace, materialized_regions: bool = True, region_runner=None):
+def interpret(trace: Trace, materialized_regions: bool = True, region_runner=None, probe=None):
     """Build ``run(args) -> tuple`` that executes ``trace`` in order with exact frees.
 
     ``region_runner(node) -> callable(*args)`` supplies the callable for a fused
     region (``call_module`` node); by default regions are interpreted recursively.
+    ``probe(node)``, if given, is called after each line's frees (per-line measurement).
     """
     live = trace.liveness(materialized_regions=materialized_regions)
     dead = {ln.node: ln.dead_nodes for ln in live.lines}
@@ -54,6 +55,8 @@ def interpret(trace: Trace, materialized_regions: bool = True, region_runner=Non
                 del result
             for d in dead_nodes:
                 env.pop(d, None)
+            if probe is not None:
+                probe(node)
         return tuple(fx.node.map_arg(out_spec, lookup))
 
     return run
