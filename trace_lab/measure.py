@@ -28,6 +28,7 @@ def measure_peak(run, args, device: torch.device):
     """(outputs, peak bytes above entry or None, method) for one boxed call."""
     if device.type == "cuda":
         synchronize(device)
+        torch.cuda.empty_cache()  # fresh segments: cached oversize blocks would inflate the count
         before = torch.cuda.memory_allocated(device)
         torch.cuda.reset_peak_memory_stats(device)
         outs = run(args)
@@ -92,6 +93,7 @@ def measure_lines(trace, args, materialized_regions: bool = True) -> list[tuple[
     predicted = {ln.node: (ln.name, ln.live_after) for ln in live.lines}
     rows = []
     synchronize(device)
+    torch.cuda.empty_cache()
     base = torch.cuda.memory_allocated(device)
 
     def probe(node):
