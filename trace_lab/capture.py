@@ -127,7 +127,10 @@ class CaptureSession:
     def __init__(self, compile_part: Callable[[Program, ProgramPart], Callable]):
         self.compile_part = compile_part
         self.programs: list[Program] = []
-        self._graph_breaks_before: dict[str, int] = {}
+        from torch._dynamo.utils import counters
+
+        self._graph_breaks_before: dict[str, int] = dict(counters["graph_break"])
+        self._pending_breaks: list[str] = []
 
     # -- the torch.compile backend -------------------------------------------------
     def backend(self, gm: fx.GraphModule, example_inputs):
@@ -189,15 +192,18 @@ class CaptureSession:
         return compiled
 
     def _reason_for_new_graph(self, descriptors: list[str]) -> str:
+        # Dynamo counts a graph break before it compiles the graph that ends at the
+        # break, so a break seen now explains the *next* graph of the frame.
         from torch._dynamo.utils import counters
 
         breaks = dict(counters["graph_break"])
         new = [msg for msg, c in breaks.items() if c > self._graph_breaks_before.get(msg, 0)]
         self._graph_breaks_before = breaks
+        pending, self._pending_breaks = self._pending_breaks, new
         if not self.programs:
             return "first compile"
-        if new:
-            return "graph break: " + "; ".join(_first_line(m) for m in new)
+        if pending or new:
+            return "graph break: " + "; ".join(dict.fromkeys(_first_line(m) for m in pending + new))
         same_arity = [p for p in self.programs if len(p.input_descriptors) == len(descriptors)]
         for p in reversed(same_arity):
             changed = [f"{a} -> {b}" for a, b in zip(p.input_descriptors, descriptors) if a != b]

@@ -76,30 +76,3 @@ def time_calls(call, device: torch.device, runs: int) -> list[float]:
 def median(xs):
     return statistics.median(xs) if xs else None
 
-
-def measure_lines(trace, args, materialized_regions: bool = True) -> list[tuple[str, int, int]]:
-    """Run ``trace`` op by op and return (line name, predicted live, measured live) per line.
-
-    Measured live is ``torch.cuda.memory_allocated()`` after the line's frees,
-    relative to entry, plus the predicted entry bytes, so both columns count the
-    same things. CUDA only (the CPU allocator has no cheap running counter).
-    """
-    from .executors.eager import interpret
-
-    device = trace.device
-    if device.type != "cuda":
-        raise ValueError("per-line measurement needs a CUDA program")
-    live = trace.liveness(materialized_regions)
-    predicted = {ln.node: (ln.name, ln.live_after) for ln in live.lines}
-    rows = []
-    synchronize(device)
-    torch.cuda.empty_cache()
-    base = torch.cuda.memory_allocated(device)
-
-    def probe(node):
-        name, pred = predicted[node]
-        rows.append((name, pred, torch.cuda.memory_allocated(device) - base + live.entry_bytes))
-
-    outs = interpret(trace, materialized_regions, probe=probe)(list(args))
-    del outs
-    return rows

@@ -42,7 +42,7 @@ def tensor_values(val) -> list:
 def node_device(gm: fx.GraphModule) -> torch.device:
     for n in gm.graph.nodes:
         for v in tensor_values(n.meta.get("val")):
-            if v is not None and v.device.type != "meta":
+            if v is not None:
                 return v.device
     return torch.device("cpu")
 
