@@ -1,0 +1,138 @@
+"""Command line: the headless lab.
+
+``python -m trace_lab.cli report --out reports`` inspects every example workload
+(and, unless ``--no-notebooks``, executes the teaching notebooks), writing for
+each a standalone HTML report and its JSON, plus ``index.html`` with one row per
+run. It prints a line per step, so long compiles show progress. A workload that
+fails is reported in the index with its error; the others still run. Exit
+status 1 when any run failed or differs from eager.
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def _say(msg: str) -> None:
+    print(f"[trace_lab] {msg}", flush=True)
+
+
+def run_workloads(names, out: Path, device: str, size: str, fusion: str, executor: str, runs: int) -> list[dict]:
+    import trace_lab
+    from examples.workloads import get
+
+    rows = []
+    for name in names:
+        started = time.perf_counter()
+        _say(f"{name}: compiling and measuring ({device}, {size}, fusion={fusion}, executor={executor})")
+        try:
+            fn, args = get(name).make(device, size)
+            report = trace_lab.inspect(fn, *args, fusion=fusion, executor=executor, runs=runs, name=name,
+                                       progress=lambda m, n=name: _say(f"{n}: {m}"))
+            report.save_html(out / f"{name}.html")
+            report.save_json(out / f"{name}.json")
+            (out / f"{name}.txt").write_text(str(report) + "\n\n" + "\n\n".join(
+                str(t) for t in report.traces("forward")[-1:] + report.traces("backward")[-1:]))
+            rows.append({"workload": name, "ok": report.ok, "summary": dict(report.summary_rows()),
+                         "seconds": time.perf_counter() - started})
+            _say(f"{name}: done, {'matches eager' if report.ok else 'DIFFERS from eager'}")
+        except Exception as e:  # noqa: BLE001 - one failure must not stop the others
+            rows.append({"workload": name, "ok": False, "error": f"{type(e).__name__}: {e}",
+                         "seconds": time.perf_counter() - started})
+            _say(f"{name}: FAILED: {type(e).__name__}: {e}")
+    return rows
+
+
+def run_notebooks(out: Path, timeout: int) -> list[dict]:
+    root = Path(__file__).resolve().parent.parent / "notebooks"
+    rows = []
+    notebooks = sorted(root.glob("*.ipynb")) if root.is_dir() else []
+    if not notebooks:
+        return rows
+    try:
+        import nbformat
+        from nbclient import NotebookClient
+        from nbconvert import HTMLExporter
+    except ImportError as e:
+        _say(f"notebooks skipped: {e.name} is not installed (pip install 'trace_lab[lab]')")
+        return rows
+    for path in notebooks:
+        _say(f"notebook {path.name}: executing")
+        nb = nbformat.read(path, as_version=4)
+        try:
+            NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                           resources={"metadata": {"path": str(root)}}).execute()
+            ok, error = True, None
+        except Exception as e:  # noqa: BLE001 - keep the partial notebook
+            ok, error = False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        nbformat.write(nb, out / path.name)
+        body, _ = HTMLExporter().from_notebook_node(nb)
+        (out / (path.stem + ".html")).write_text(body, encoding="utf-8")
+        rows.append({"notebook": path.name, "ok": ok, "error": error})
+        _say(f"notebook {path.name}: {'done' if ok else 'FAILED: ' + str(error)}")
+    return rows
+
+
+def write_index(out: Path, rows: list[dict], nb_rows: list[dict]) -> Path:
+    e = html.escape
+    trs = []
+    for r in rows:
+        link = f'<a href="{e(r["workload"])}.html">{e(r["workload"])}</a>'
+        if "error" in r:
+            trs.append(f"<tr><td>{link}</td><td style='color:#b00020'>{e(r['error'])}</td></tr>")
+        else:
+            s = r["summary"]
+            cells = "; ".join(f"{k}: {v}" for k, v in s.items() if k in ("compile", "steady state", "vs eager")
+                              or k.startswith("peak"))
+            trs.append(f"<tr><td>{link}</td><td>{e(cells)}</td></tr>")
+    for r in nb_rows:
+        name = r["notebook"]
+        stem = name.rsplit(".", 1)[0]
+        status = "executed" if r["ok"] else f"FAILED: {r['error']}"
+        trs.append(f"<tr><td><a href='{e(stem)}.html'>{e(name)}</a></td><td>{e(status)}</td></tr>")
+    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>trace_lab reports</title></head><body>"
+            "<h2>trace_lab headless lab</h2><table border=1 cellpadding=4>" + "".join(trs) + "</table></body></html>")
+    path = out / "index.html"
+    path.write_text(page, encoding="utf-8")
+    (out / "index.json").write_text(json.dumps({"workloads": rows, "notebooks": nb_rows}, indent=2, default=str))
+    return path
+
+
+def main(argv=None) -> int:
+    import torch
+
+    p = argparse.ArgumentParser(prog="trace_lab", description="trace_lab headless lab")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("report", help="inspect the example workloads and execute the notebooks, write HTML/JSON")
+    r.add_argument("--out", default="reports")
+    r.add_argument("--workloads", default="memory_peak,adam_step,llama2,llama2_ckpt,transformer_encoder",
+                   help="comma-separated names from examples/workloads.py")
+    r.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    r.add_argument("--size", default="small", choices=["small", "full"])
+    r.add_argument("--fusion", default="none")
+    r.add_argument("--executor", default="auto")
+    r.add_argument("--runs", type=int, default=3)
+    r.add_argument("--no-notebooks", action="store_true")
+    r.add_argument("--notebook-timeout", type=int, default=900)
+    a = p.parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    rows = run_workloads([w for w in a.workloads.split(",") if w], out, a.device, a.size, a.fusion, a.executor,
+                         a.runs)
+    nb_rows = [] if a.no_notebooks else run_notebooks(out, a.notebook_timeout)
+    index = write_index(out, rows, nb_rows)
+    _say(f"wrote {index}")
+    failed = [r for r in rows if not r["ok"]] + [r for r in nb_rows if not r["ok"]]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
