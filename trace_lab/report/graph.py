@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import html
 import re
+import textwrap
 from dataclasses import dataclass, field
 
 import graphviz
@@ -58,7 +59,7 @@ class TraceDigraph(graphviz.Digraph):
     value_ids: dict[str, str]  # trace value name -> DOT node id
     shown_range: tuple[int, int] | None  # slice of trace.ops shown, None = all
     collapsed: bool
-    peak_node_id: str | None
+    peak_node_id: str | None  # the peak op's node id, or its region's cluster id
     live_at_peak_ids: set[str]
 
 
@@ -92,6 +93,10 @@ def _safe_id(prefix: str, name: str) -> str:
     return prefix + re.sub(r"[^A-Za-z0-9_]", "_", str(name))
 
 
+def _cluster_id(region_name: str) -> str:
+    return _safe_id("cluster_", region_name)
+
+
 # -- facts about nodes (shared with other views) -------------------------------------------
 def _short_type(val) -> str:
     if isinstance(val, torch.Tensor):
@@ -106,7 +111,7 @@ def _op_name(node: fx.Node) -> str:
         return str(node.target)
     t = node.target
     if isinstance(t, torch._ops.OpOverload):
-        return t._opname if t._overloadname == "default" else f"{t._opname}.{t._overloadname}"
+        return t._opname  # the overload is in the tooltip
     return target_name(t).rsplit(".", 1)[-1] if not isinstance(t, str) else t
 
 
@@ -351,12 +356,10 @@ class _Builder:
         for i, o in enumerate(outs):
             if isinstance(o, fx.Node) and i in getitems:
                 out_index.setdefault(o.args[0] if is_getitem(o) else o, []).append(getitems[i])
-        first = None
         for n in inner.ops:
             visible = out_index.get(n, [])
             outer_name = ", ".join(trace.name(g) for g in visible) or None
             nid = self._new_id("n_", n.name, rname)
-            first = first or nid
             rec = is_recomputed(trace, n)
             self.add_node(nid, self.op_rows(n, inner, outer_name, rec, False), cluster=rname,
                           **self.op_attrs(n, inner, rec, False))
@@ -373,8 +376,8 @@ class _Builder:
             if nid:
                 self.m.value_ids[trace.name(g)] = nid
                 self.mark_live(g, nid)
-        if peak and first:
-            self.m.peak_id = first
+        if peak:
+            self.m.peak_id = _cluster_id(rname)
 
     def add_outputs(self) -> None:
         out = self.trace.output_node.args[0]
@@ -470,8 +473,8 @@ def _plan(trace: Trace, materialized_regions, collapse_regions, line_range, max_
 
 def trace_graph(trace: Trace, *, highlight_peak: bool = True, collapse_regions: bool | None = None,
                 line_range: tuple[int, int] | None = None, max_nodes: int = DEFAULT_MAX_NODES,
-                materialized_regions: bool | None = None, rankdir: str = "TB", title: str | None = None,
-                id_prefix: str = "") -> TraceDigraph:
+                materialized_regions: bool | None = None, rankdir: str = "TB",
+                title: str | None = None) -> TraceDigraph:
     """The dataflow graph of ``trace`` as a :class:`TraceDigraph` (a ``graphviz.Digraph``).
 
     ``collapse_regions``: True draws each fused region as one node, False as a
@@ -499,24 +502,24 @@ def trace_graph(trace: Trace, *, highlight_peak: bool = True, collapse_regions: 
            label=_html_label([(head, "b"), (peak, "small"), (legend, "small")]))
     g.attr("node", fontname="Helvetica", fontsize="10", margin="0.06,0.03", height="0.3")
     g.attr("edge", fontname="Helvetica", fontsize="8", color="#6b7280", fontcolor="#374151", arrowsize="0.6")
-    pid = id_prefix
-
     if notes:
-        g.node(pid + "notes", _html_label([("left out of this picture", "b")] + [(n, "small") for n in notes]),
+        rows = [("left out of this picture", "b")]
+        rows += [(line, "small") for n in notes for line in textwrap.wrap(n, 80)]
+        g.node("notes", _html_label(rows),
                shape="note", style="filled", fillcolor="#fff7ed", color="#c2410c")
     for nid, node in model.nodes.items():
         if node.cluster is None:
-            g.node(pid + nid, node.label, **node.attrs)
+            g.node(nid, node.label, **node.attrs)
     for cname, info in model.clusters.items():
-        with g.subgraph(name=_safe_id("cluster_", id_prefix + cname)) as c:
+        with g.subgraph(name=_cluster_id(cname)) as c:
             c.attr(label=_html_label([(info["label"], "b")]), style="filled,rounded", fillcolor=info["color"],
                    color=PEAK_COLOR if (info["peak"] and highlight_peak) else "#6b7280",
                    penwidth="2.5" if (info["peak"] and highlight_peak) else "1")
             for nid, node in model.nodes.items():
                 if node.cluster == cname:
-                    c.node(pid + nid, node.label, **node.attrs)
+                    c.node(nid, node.label, **node.attrs)
     for (src, dst), label in model.edges.items():
-        g.edge(pid + src, pid + dst, label=dot_escape(label))
+        g.edge(src, dst, label=dot_escape(label))
     return g
 
 
@@ -547,9 +550,13 @@ def _region_holds(trace: Trace, node: fx.Node, names: set[str]) -> bool:
 
 
 def __getattr__(name):
-    """Rendering lives in :mod:`.render`; its names are reachable from here too."""
-    if name in ("render_svg", "graph_html", "graph_view_html", "save_graphs", "dot_available"):
+    """Rendering (:mod:`.render`) and export (:mod:`.graph_export`) are reachable from here too."""
+    if name in ("render_svg", "graph_html", "graph_view_html", "dot_available"):
         from . import render
 
         return getattr(render, name)
+    if name == "save_graphs":
+        from .graph_export import save_graphs
+
+        return save_graphs
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
