@@ -51,19 +51,22 @@ CSS = """
 .tl-gv-pane h4{font:600 13px system-ui,sans-serif;margin:2px 0}
 """
 
-# Pan/zoom: trace_lab's own, ~30 lines; state kept on the root element; 'fit' fits the width.
+# Pan/zoom: trace_lab's own, ~35 lines; state kept on the root element; 'fit' fits the width and is
+# redone when the viewport resizes until the user zooms or drags.
 PANZOOM_JS = r"""
 window.__tlPanZoom = window.__tlPanZoom || function (root) {
   var vp = root.querySelector('.tl-graph-viewport'), cv = root.querySelector('.tl-graph-canvas');
   if (!vp || !cv || root.__tlpz) { return; }
-  var st = root.__tlpz = {s: 1, x: 0, y: 0};
+  var st = root.__tlpz = {s: 1, x: 0, y: 0, moved: false};
   function apply() { cv.style.transform = 'translate(' + st.x + 'px,' + st.y + 'px) scale(' + st.s + ')'; }
   function fit() {
     var svg = cv.querySelector('svg'); if (!svg) { return; }
-    var w = svg.width.baseVal.value || svg.clientWidth, vw = vp.clientWidth || 800;
-    st.s = Math.min(1, vw / (w || vw)); st.x = Math.max(0, (vw - w * st.s) / 2); st.y = 0; apply();
+    var w = svg.width.baseVal.value || svg.clientWidth, vw = vp.clientWidth;
+    if (!vw) { return; }
+    st.s = Math.min(1, vw / (w || vw)); st.x = Math.max(0, (vw - w * st.s) / 2); st.y = 0; st.moved = false; apply();
   }
-  function zoom(k, mx, my) { st.x = mx - (mx - st.x) * k; st.y = my - (my - st.y) * k; st.s *= k; apply(); }
+  function zoom(k, mx, my) {
+    st.x = mx - (mx - st.x) * k; st.y = my - (my - st.y) * k; st.s *= k; st.moved = true; apply(); }
   vp.addEventListener('wheel', function (e) {
     e.preventDefault(); var r = vp.getBoundingClientRect();
     zoom(Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
@@ -71,15 +74,17 @@ window.__tlPanZoom = window.__tlPanZoom || function (root) {
   var drag = null;
   vp.addEventListener('pointerdown', function (e) { drag = {x: e.clientX - st.x, y: e.clientY - st.y}; });
   window.addEventListener('pointermove', function (e) {
-    if (drag) { st.x = e.clientX - drag.x; st.y = e.clientY - drag.y; apply(); } });
+    if (drag) { st.x = e.clientX - drag.x; st.y = e.clientY - drag.y; st.moved = true; apply(); } });
   window.addEventListener('pointerup', function () { drag = null; });
   root.querySelectorAll('.tl-graph-tools button').forEach(function (b) {
     b.addEventListener('click', function () {
       var a = b.getAttribute('data-act'), w = vp.clientWidth / 2, h = vp.clientHeight / 2;
       if (a === 'in') { zoom(1.25, w, h); } else if (a === 'out') { zoom(0.8, w, h); }
-      else if (a === 'fit') { fit(); } else { st.s = 1; st.x = 0; st.y = 0; apply(); }
+      else if (a === 'fit') { fit(); } else { st.s = 1; st.x = 0; st.y = 0; st.moved = true; apply(); }
     });
   });
+  // refit while the user has not moved the picture (the page may still be laying out)
+  if (window.ResizeObserver) { new ResizeObserver(function () { if (!st.moved) { fit(); } }).observe(vp); }
   root.__tlFit = fit; fit();
 };
 """
