@@ -126,7 +126,8 @@ def test_line_range_keeps_a_slice_and_says_what_was_left_out():
     assert not {"n_relu", "n_mm", "in_x", "in_w"} & set(dot["nodes"])
     stubs = [k for k in dot["nodes"] if k.startswith("ext_")]
     assert stubs == ["ext_mm"] and dot["edges"][("ext_mm", "n_mul")] == "256 B"
-    assert any("ops 2-3 of 4" in n for n in g.notes) and "notes" in dot["nodes"]
+    assert any("lines 2-3 of 4" in n for n in g.notes) and "notes" in dot["nodes"]
+    assert g.shown_range == (2, 4)
     with pytest.raises(ValueError, match="selects no op"):
         trace_graph(small_program(), line_range=(3, 3))
 
@@ -140,6 +141,19 @@ def test_max_nodes_collapses_then_windows():
     assert g2.shown_range is not None and any("window around the peak" in n for n in g2.notes)
     lo, hi = g2.shown_range
     assert lo <= 3 < hi  # the window holds the peak line (add, op 3)
+
+
+def test_window_can_cut_through_an_open_region():
+    # drawable lines: relu, mm, fusion0/mul, fusion0/add; one line fits: add, around the peak (fusion0)
+    g = trace_graph(small_fused_program(), collapse_regions=False, max_nodes=3)
+    dot = read_dot(g.source)
+    assert dot["clusters"] == {"cluster_fusion0": {"n_add"}}
+    assert dot["edges"] == {("ext_mm", "n_add"): "256 B", ("ext_fusion0_mul", "n_add"): "256 B",
+                            ("n_add", "out_0"): "256 B"}
+    assert "fusion0: t0" in dot["nodes"]["ext_fusion0_mul"]  # the inner value, by its region name
+    assert "(1 shown)" in g.source and g.shown_range == (2, 3)
+    assert any("lines 3-3 of 4 (counting the ops inside fused regions)" in n for n in g.notes)
+    assert g.peak_node_id == "cluster_fusion0" and "n_add" in red_outlined(dot)
 
 
 def test_before_after_share_ids_and_layout():

@@ -39,7 +39,7 @@ def test_llama8_backward_window_around_peak(llama8_backward):
     shown = {f"n_{op.name}" for op in bw.ops[lo:hi]}
     left_out = {f"n_{op.name}" for op in bw.ops[:lo] + bw.ops[hi:]}
     assert shown <= set(dot["nodes"]) and not (left_out & set(dot["nodes"]))
-    assert any(f"{lo} ops before and {n - hi} after left out" in note for note in g.notes)
+    assert any(f"{lo} lines before and {n - hi} after left out" in note for note in g.notes)
     assert "notes" in dot["nodes"] and "left out of this picture" in g.source
     stubs = [k for k in dot["nodes"] if k.startswith("ext_")]
     assert any(f"{len(stubs)} values made by lines not shown" in note for note in g.notes) or not stubs
@@ -58,6 +58,18 @@ def test_llama8_backward_fused_collapses_regions_first(llama8_backward):
     assert before.shown_range is not None and after.shown_range is not None
     common = set(read_dot(before.source)["nodes"]) & set(read_dot(after.source)["nodes"])
     assert len(common) > 50  # same values, same ids, in comparable windows
+
+
+def test_llama8_backward_giant_region_drawn_open_through_a_window(llama8_backward):
+    fused = fuse_consecutive(llama8_backward, lambda n: True)
+    sizes = [len(fused.gm.get_submodule(op.target).graph.nodes) for op in fused.ops if op.op == "call_module"]
+    assert max(sizes) > DEFAULT_MAX_NODES  # one region too big to draw, or to hide in a node
+    g = trace_graph(fused)
+    dot = read_dot(g.source)
+    assert not g.collapsed and any("drawn open" in note for note in g.notes)
+    assert len(dot["nodes"]) <= DEFAULT_MAX_NODES + 1 and dot["clusters"]
+    assert re.search(r"fusion\d+ · \d+ ops \(\d+ shown\)", g.source)  # the window cut through a region
+    assert any("counting the ops inside fused regions" in note for note in g.notes)
 
 
 @pytest.mark.dot

@@ -97,6 +97,8 @@ def test_render_svg_without_dot_returns_none(monkeypatch):
     monkeypatch.setattr(render.shutil, "which", lambda name: None)
     assert render_svg(trace_graph(small_program())) is None
     assert "renderSVGElement" in graph_html(trace_graph(small_program()))  # falls back to the browser path
+    bundle = trace_graph(small_program())._repr_mimebundle_()  # displaying the Digraph itself in a notebook
+    assert list(bundle) == ["text/html"] and "renderSVGElement" in bundle["text/html"]
 
 
 @pytest.mark.dot

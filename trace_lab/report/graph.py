@@ -61,6 +61,15 @@ class TraceDigraph(graphviz.Digraph):
     collapsed: bool
     peak_node_id: str | None  # the peak op's node id, or its region's cluster id
     live_at_peak_ids: set[str]
+    fx_names: set[str]  # names of the fx nodes drawn (ops and the ops inside regions)
+
+    def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
+        """Notebook display: graphviz's own (needs ``dot``), else the in-browser WebAssembly renderer."""
+        from .render import dot_available, graph_html
+
+        if dot_available():
+            return super()._repr_mimebundle_(include, exclude, **kwargs)
+        return {"text/html": graph_html(self, use_dot=False)}
 
 
 # -- escaping ----------------------------------------------------------------------------
@@ -186,24 +195,61 @@ class _Model:
     notes: list[str] = field(default_factory=list)
     peak_id: str | None = None
     live_ids: set[str] = field(default_factory=set)
+    fx_names: set[str] = field(default_factory=set)  # fx nodes drawn (ops, region inner ops)
+
+
+class _Flat:
+    """The program as drawable lines: outer ops, with an open region's inner ops inline.
+
+    ``entries[k] = (outer op, inner op or None)``; windows are slices of it, so a
+    window can cut through a large fused region.
+    """
+
+    def __init__(self, trace: Trace, collapse: bool):
+        self.inner: dict[fx.Node, Trace] = {}
+        self.entries: list[tuple[fx.Node, fx.Node | None]] = []
+        self.first: dict[fx.Node, int] = {}  # outer op -> its first entry
+        for n in trace.ops:
+            self.first[n] = len(self.entries)
+            if n.op == "call_module":
+                self.inner[n] = Trace(trace.gm.get_submodule(n.target), "region")
+                if not collapse and self.inner[n].ops:
+                    self.entries.extend((n, m) for m in self.inner[n].ops)
+                    continue
+            self.entries.append((n, None))
+
+    def span(self, op: fx.Node) -> tuple[int, int]:
+        lo = self.first[op]
+        hi = lo + 1
+        while hi < len(self.entries) and self.entries[hi][0] is op:
+            hi += 1
+        return lo, hi
+
+    def largest_region(self) -> int:
+        return max((len(t.ops) for t in self.inner.values()), default=0)
 
 
 class _Builder:
-    def __init__(self, trace: Trace, materialized_regions, collapse: bool, window: tuple[int, int] | None,
-                 highlight: bool = True):
+    def __init__(self, trace: Trace, flat: _Flat, collapse: bool, window: tuple[int, int] | None,
+                 materialized_regions, highlight: bool = True):
         self.trace = trace
+        self.flat = flat
         self.collapse = collapse
-        ops = trace.ops
         self.window = window
-        lo, hi = window if window else (0, len(ops))
-        self.shown = set(ops[lo:hi])
+        lo, hi = window if window else (0, len(flat.entries))
+        self.shown_inner: dict[fx.Node, set] = {}
+        self.shown: set[fx.Node] = set()
+        for outer, inner in flat.entries[lo:hi]:
+            self.shown.add(outer)
+            if inner is not None:
+                self.shown_inner.setdefault(outer, set()).add(inner)
         self.live = trace.liveness(materialized_regions)
         self.rounding = self.live.rounding
         self.peak_node, self.live_values = live_at_peak(trace, materialized_regions) if highlight else (None, set())
         self.m = _Model()
-        self.loc: dict[fx.Node, str | None] = {}  # outer value -> DOT id (None: not shown)
+        self.loc: dict[fx.Node, str] = {}  # outer value -> DOT id
         self.used_ids: set[str] = set()
-        self.external: dict[fx.Node, str] = {}
+        self.stubs: dict[object, str] = {}
 
     def _new_id(self, prefix: str, name: str, fallback: str = "") -> str:
         base = _safe_id(prefix, name)
@@ -215,34 +261,35 @@ class _Builder:
         self.used_ids.add(nid)
         return nid
 
-    def add_node(self, nid: str, rows, cluster=None, **attrs) -> None:
+    def add_node(self, nid: str, rows, cluster=None, fx_name: str | None = None, **attrs) -> None:
         self.m.nodes[nid] = _Node(nid, _html_label(rows), attrs, cluster)
+        if fx_name is not None:
+            self.m.fx_names.add(fx_name)
 
     def add_edge(self, src: str | None, dst: str, val) -> None:
-        if src is None:
-            return
-        key = (src, dst)
-        if key not in self.m.edges:
-            self.m.edges[key] = format_bytes(_nbytes(val, self.rounding))
+        if src is not None and (src, dst) not in self.m.edges:
+            self.m.edges[(src, dst)] = format_bytes(_nbytes(val, self.rounding))
 
     # values -----------------------------------------------------------------------------
-    def source_of(self, v: fx.Node) -> str | None:
-        """DOT id that provides outer value ``v`` (a stub if its producer is not shown)."""
+    def source_of(self, v: fx.Node) -> str:
+        """DOT id that provides outer value ``v``: its node, an input, or a stub if not shown."""
         if v in self.loc:
             return self.loc[v]
         producer = v.args[0] if is_getitem(v) else v
         if producer.op in ("placeholder", "get_attr"):
             return self.add_input(producer)
-        if producer in self.shown:
-            return None  # shown producers are registered before their users
-        if v not in self.external:
-            nid = self._new_id("ext_", v.name)
-            self.external[v] = nid
-            rows = [(self.trace.name(v), "b"), (_short_type(v.meta.get("val")), "small"),
-                    ("from a line not shown", "i")]
-            self.add_node(nid, rows, shape="box", style="dashed", color="#9ca3af", fontcolor="#6b7280")
-            self.mark_live(v, nid)
-        return self.external[v]
+        return self.stub(v, self.trace.name(v), v.meta.get("val"), live_value=v)
+
+    def stub(self, key, name: str, val, live_value: fx.Node | None = None) -> str:
+        """A dashed stand-in for a value made by a line outside the picture."""
+        if key not in self.stubs:
+            nid = self._new_id("ext_", key.name if isinstance(key, fx.Node) else "_".join(k.name for k in key))
+            self.stubs[key] = nid
+            self.add_node(nid, [(name, "b"), (_short_type(val), "small"), ("from a line not shown", "i")],
+                          shape="box", style="dashed", color="#9ca3af", fontcolor="#6b7280")
+            if live_value is not None:
+                self.mark_live(live_value, nid)
+        return self.stubs[key]
 
     def add_input(self, node: fx.Node) -> str:
         if node in self.loc:
@@ -255,10 +302,13 @@ class _Builder:
         self.add_node(nid, rows, shape=shape, style="filled", fillcolor=fill,
                       tooltip=dot_escape(f"{kind} {self.trace.name(node)}: {type_comment(val)}, "
                                          f"{format_bytes(_nbytes(val, self.rounding))}"))
-        self.loc[node] = nid
-        self.m.value_ids[self.trace.name(node)] = nid
-        self.mark_live(node, nid)
+        self.provide(node, nid)
         return nid
+
+    def provide(self, value: fx.Node, nid: str) -> None:
+        self.loc[value] = nid
+        self.m.value_ids[self.trace.name(value)] = nid
+        self.mark_live(value, nid)
 
     def mark_live(self, value: fx.Node, nid: str) -> None:
         if value in self.live_values:
@@ -268,19 +318,19 @@ class _Builder:
             attrs["penwidth"] = "2.5"
 
     # ops -------------------------------------------------------------------------------
-    def op_rows(self, node: fx.Node, trace: Trace, outer_name: str | None, recomputed: bool, peak: bool):
-        val = node.meta.get("val")
+    def op_rows(self, node: fx.Node, outer_name: str | None, recomputed: bool, peak: bool):
         head = f"{outer_name} = {_op_name(node)}" if outer_name else _op_name(node)
-        rows = [(head, "b"), (_short_type(val), "small")]
+        rows = [(head, "b"), (_short_type(node.meta.get("val")), "small")]
         if recomputed:
             rows.append(("recomputed", "i"))
         if peak:
             rows.append((f"peak: {format_bytes(self.live.peak_bytes)} live", "i"))
         return rows
 
-    def op_attrs(self, node: fx.Node, trace: Trace, recomputed: bool, peak: bool) -> dict:
+    def op_attrs(self, node: fx.Node, recomputed: bool, peak: bool) -> dict:
+        tip = f"{target_name(node.target) if node.op != 'call_module' else node.target}: " \
+              f"{type_comment(node.meta.get('val'))}"
         src = source_line(node)
-        tip = f"{target_name(node.target) if node.op != 'call_module' else node.target}: {type_comment(node.meta.get('val'))}"
         if src:
             tip += f"\n{src}"
         attrs = {"shape": "box", "style": "rounded,filled" + (",dashed" if recomputed else ""),
@@ -290,104 +340,106 @@ class _Builder:
             attrs["peripheries"] = "2"
         return attrs
 
+    def _outer_names(self, node: fx.Node) -> tuple[str, dict]:
+        getitems = {u.args[1]: u for u in node.users if is_getitem(u)}
+        names = ", ".join(self.trace.name(getitems[i]) if i in getitems else "_" for i in range(len(node.meta["val"])))
+        return names, getitems
+
     def add_op(self, node: fx.Node) -> None:
-        trace = self.trace
         multi = isinstance(node.meta.get("val"), (list, tuple))
-        getitems = {u.args[1]: u for u in node.users if is_getitem(u)} if multi else {}
-        if multi:
-            outer_name = ", ".join(trace.name(getitems[i]) if i in getitems else "_"
-                                   for i in range(len(node.meta["val"])))
-        else:
-            outer_name = trace.name(node)
+        outer_name, getitems = self._outer_names(node) if multi else (self.trace.name(node), {})
         nid = self._new_id("n_", node.name)
-        rec = is_recomputed(trace, node)
+        rec = is_recomputed(self.trace, node)
         peak = node is self.peak_node
-        self.add_node(nid, self.op_rows(node, trace, outer_name, rec, peak), **self.op_attrs(node, trace, rec, peak))
+        self.add_node(nid, self.op_rows(node, outer_name, rec, peak), fx_name=node.name,
+                      **self.op_attrs(node, rec, peak))
         if peak:
             self.m.peak_id = nid
         for a in node.all_input_nodes:
             self.add_edge(self.source_of(a), nid, a.meta.get("val"))
-        produced = list(getitems.values()) if multi else [node]
-        for v in produced:
-            self.loc[v] = nid
-            self.m.value_ids[trace.name(v)] = nid
-            self.mark_live(v, nid)
+        for v in (list(getitems.values()) if multi else [node]):
+            self.provide(v, nid)
 
-    def add_region(self, node: fx.Node, color: str) -> None:
-        trace = self.trace
-        sub = trace.gm.get_submodule(node.target)
-        inner = Trace(sub, "region")
-        info = node.meta.get("region") or {}
-        rname = str(info.get("name", node.target))
-        getitems = {u.args[1]: u for u in node.users if is_getitem(u)}
-        outs = list(inner.output_node.args[0])
+    def add_collapsed_region(self, node: fx.Node, rname: str, color: str) -> None:
+        inner = self.flat.inner[node]
+        names, getitems = self._outer_names(node)
         peak = node is self.peak_node
-        n_ops = len(inner.ops)
-        if self.collapse:
-            nid = self._new_id("r_", rname)
-            names = ", ".join(trace.name(getitems[i]) if i in getitems else "_" for i in range(len(outs)))
-            ops = info.get("ops") or [_op_name(n) for n in inner.ops]
-            shown_ops = ", ".join(ops[:4]) + (f", ... (+{len(ops) - 4})" if len(ops) > 4 else "")
-            rows = [(f"{names} = {rname}", "b"), (f"{n_ops} ops: {shown_ops}", "small")]
-            types = [_short_type(v) for v in node.meta.get("val")]
-            rows.append((", ".join(types[:3]) + (" ..." if len(types) > 3 else ""), "small"))
-            if peak:
-                rows.append((f"peak: {format_bytes(self.live.peak_bytes)} live", "i"))
-            self.add_node(nid, rows, shape="box3d", style="filled", fillcolor=PEAK_FILL if peak else color,
-                          tooltip=dot_escape(f"fused region {rname} ({n_ops} ops)"),
-                          **({"peripheries": "2"} if peak else {}))
-            if peak:
-                self.m.peak_id = nid
-            for a in node.all_input_nodes:
-                self.add_edge(self.source_of(a), nid, a.meta.get("val"))
-            for i, g in getitems.items():
-                self.loc[g] = nid
-                self.m.value_ids[trace.name(g)] = nid
-                self.mark_live(g, nid)
-            return
-        # expanded: a cluster of the inner ops, wired to the outer graph
-        self.m.clusters[rname] = {"label": f"{rname} · {n_ops} ops" + (
-            f" · peak {format_bytes(self.live.peak_bytes)}" if peak else ""), "color": color, "peak": peak}
-        placeholders = inner.inputs
-        inner_loc: dict[fx.Node, str | None] = {}
-        for ph, outer_arg in zip(placeholders, node.args):
-            inner_loc[ph] = self.source_of(outer_arg) if isinstance(outer_arg, fx.Node) else None
-        out_index = {}
+        nid = self._new_id("r_", rname)
+        ops = (node.meta.get("region") or {}).get("ops") or [_op_name(n) for n in inner.ops]
+        listed = ", ".join(map(str, ops[:4])) + (f", ... (+{len(ops) - 4})" if len(ops) > 4 else "")
+        types = [_short_type(v) for v in node.meta.get("val")]
+        rows = [(f"{names} = {rname}", "b"), (f"{len(inner.ops)} ops: {listed}", "small"),
+                (", ".join(types[:3]) + (" ..." if len(types) > 3 else ""), "small")]
+        if peak:
+            rows.append((f"peak: {format_bytes(self.live.peak_bytes)} live", "i"))
+        self.add_node(nid, rows, shape="box3d", style="filled", fillcolor=PEAK_FILL if peak else color,
+                      tooltip=dot_escape(f"fused region {rname} ({len(inner.ops)} ops)"),
+                      **({"peripheries": "2"} if peak else {}))
+        self.m.fx_names.update(n.name for n in inner.ops)
+        if peak:
+            self.m.peak_id = nid
+        for a in node.all_input_nodes:
+            self.add_edge(self.source_of(a), nid, a.meta.get("val"))
+        for g in getitems.values():
+            self.provide(g, nid)
+
+    def add_open_region(self, node: fx.Node, rname: str, color: str) -> None:
+        """A cluster of the region's inner ops (those in the window), wired to the outer graph."""
+        inner = self.flat.inner[node]
+        getitems = {u.args[1]: u for u in node.users if is_getitem(u)}
+        outs = [o.args[0] if isinstance(o, fx.Node) and is_getitem(o) else o for o in inner.output_node.args[0]]
+        shown = self.shown_inner.get(node, set())
+        peak = node is self.peak_node
+        label = f"{rname} · {len(inner.ops)} ops"
+        if len(shown) < len(inner.ops):
+            label += f" ({len(shown)} shown)"
+        if peak:
+            label += f" · peak {format_bytes(self.live.peak_bytes)}"
+        self.m.clusters[rname] = {"label": label, "color": color, "peak": peak}
+        outer_arg = dict(zip(inner.inputs, node.args))
+        visible: dict[fx.Node, list] = {}
         for i, o in enumerate(outs):
             if isinstance(o, fx.Node) and i in getitems:
-                out_index.setdefault(o.args[0] if is_getitem(o) else o, []).append(getitems[i])
+                visible.setdefault(o, []).append(getitems[i])
+        inner_loc: dict[fx.Node, str] = {}
+
+        def source(a: fx.Node) -> str | None:
+            p = a.args[0] if is_getitem(a) else a
+            if p.op == "placeholder":
+                arg = outer_arg.get(p)
+                return self.source_of(arg) if isinstance(arg, fx.Node) else None
+            if p in inner_loc:
+                return inner_loc[p]
+            return self.stub((node, a), f"{rname}: {inner.name(a)}", a.meta.get("val"))
+
         for n in inner.ops:
-            visible = out_index.get(n, [])
-            outer_name = ", ".join(trace.name(g) for g in visible) or None
+            if n not in shown:
+                continue
+            outer_name = ", ".join(self.trace.name(g) for g in visible.get(n, [])) or None
             nid = self._new_id("n_", n.name, rname)
-            rec = is_recomputed(trace, n)
-            self.add_node(nid, self.op_rows(n, inner, outer_name, rec, False), cluster=rname,
-                          **self.op_attrs(n, inner, rec, False))
+            rec = is_recomputed(self.trace, n)
+            self.add_node(nid, self.op_rows(n, outer_name, rec, False), cluster=rname, fx_name=n.name,
+                          **self.op_attrs(n, rec, False))
             inner_loc[n] = nid
             for a in n.all_input_nodes:
-                src = inner_loc.get(a.args[0] if is_getitem(a) else a)
-                self.add_edge(src, nid, a.meta.get("val"))
+                self.add_edge(source(a), nid, a.meta.get("val"))
         for i, g in getitems.items():
             o = outs[i]
-            if isinstance(o, fx.Node) and is_getitem(o):
-                o = o.args[0]
-            nid = inner_loc.get(o) if isinstance(o, fx.Node) else None
-            self.loc[g] = nid
-            if nid:
-                self.m.value_ids[trace.name(g)] = nid
-                self.mark_live(g, nid)
+            if isinstance(o, fx.Node) and o in inner_loc:
+                self.provide(g, inner_loc[o])
+            elif isinstance(o, fx.Node) and o.op == "placeholder" and isinstance(outer_arg.get(o), fx.Node):
+                self.provide(g, self.source_of(outer_arg[o]))
         if peak:
             self.m.peak_id = _cluster_id(rname)
 
     def add_outputs(self) -> None:
         out = self.trace.output_node.args[0]
-        flat = list(out) if isinstance(out, (list, tuple)) else [out]
-        for i, v in enumerate(flat):
+        for i, v in enumerate(list(out) if isinstance(out, (list, tuple)) else [out]):
             if not isinstance(v, fx.Node):
                 continue
             producer = v.args[0] if is_getitem(v) else v
-            if producer.op not in ("placeholder", "get_attr") and producer not in self.shown:
-                continue
+            if v not in self.loc and producer.op not in ("placeholder", "get_attr"):
+                continue  # made by a line not shown
             src = self.source_of(v)
             nid = self._new_id("out_", str(i))
             self.add_node(nid, [(f"output {i}", "b"), (self.trace.name(v), "small")], shape="invhouse",
@@ -399,99 +451,145 @@ class _Builder:
         if self.window is None:
             for n in trace.inputs:
                 self.add_input(n)
-        colors = iter(REGION_COLORS * (1 + len(trace.ops) // len(REGION_COLORS)))
+        k = 0
         for n in trace.ops:
-            color = next(colors) if n.op == "call_module" else None
+            if n.op == "call_module":
+                color = REGION_COLORS[k % len(REGION_COLORS)]
+                k += 1
             if n not in self.shown:
                 continue
-            if n.op == "call_module":
-                self.add_region(n, color)
-            else:
+            if n.op != "call_module":
                 self.add_op(n)
+                continue
+            rname = str((n.meta.get("region") or {}).get("name", n.target))
+            if self.collapse or not self.flat.inner[n].ops:
+                self.add_collapsed_region(n, rname, color)
+            else:
+                self.add_open_region(n, rname, color)
         self.add_outputs()
         return self.m
 
 
-# -- public API ------------------------------------------------------------------------------
-def _window_around(trace: Trace, center: int, size: int) -> tuple[int, int]:
-    n = len(trace.ops)
+# -- planning: what to draw so that the picture stays under max_nodes ---------------------------
+def _flat_window(flat: _Flat, center: int, size: int) -> tuple[int, int]:
+    n = len(flat.entries)
     size = max(1, min(size, n))
     lo = max(0, min(center - size // 2, n - size))
     return lo, lo + size
 
 
-def _peak_position(trace: Trace, materialized_regions) -> int:
-    live = trace.liveness(materialized_regions)
-    if live.peak_line is None:
-        return 0
-    ops = trace.ops
-    pos = {n: i for i, n in enumerate(ops)}
-    return pos.get(live.peak_line.node, 0)
+def _ops_range(trace: Trace, flat: _Flat, window: tuple[int, int]) -> tuple[int, int]:
+    """The slice of trace.ops that a window of drawable lines touches."""
+    pos = {n: i for i, n in enumerate(trace.ops)}
+    lo, hi = window
+    return pos[flat.entries[lo][0]], pos[flat.entries[hi - 1][0]] + 1
 
 
-def _plan(trace: Trace, materialized_regions, collapse_regions, line_range, max_nodes, highlight):
-    """Choose collapse / window so that the graph stays under ``max_nodes``; returns (model, notes)."""
-    notes: list[str] = []
+@dataclass
+class _Plan:
+    model: _Model
+    collapsed: bool
+    shown_range: tuple[int, int] | None
+    notes: list[str]
+
+
+def _plan(trace: Trace, materialized_regions, collapse_regions, line_range, max_nodes, highlight,
+          focus: set[str] | None = None) -> _Plan:
     ops = trace.ops
     n_regions = sum(1 for n in ops if n.op == "call_module")
+    notes: list[str] = []
     if line_range is not None:
-        lo, hi = line_range
-        lo, hi = max(0, int(lo)), min(len(ops), int(hi))
+        lo, hi = max(0, int(line_range[0])), min(len(ops), int(line_range[1]))
         if lo >= hi:
-            raise ValueError(f"line_range={line_range!r} selects no op; the trace has {len(ops)} ops "
+            raise ValueError(f"line_range={tuple(line_range)!r} selects no op; the trace has {len(ops)} ops "
                              "(line_range is a slice (start, stop) of trace.ops)")
         line_range = (lo, hi)
+
+    def build(collapse: bool, window):
+        flat = _Flat(trace, collapse)
+        return flat, _Builder(trace, flat, collapse, window, materialized_regions, highlight).build()
+
+    def user_window(flat: _Flat):
+        if line_range is None:
+            return None
+        lo, hi = line_range
+        return flat.first[ops[lo]], flat.span(ops[hi - 1])[1]
+
     collapse = bool(collapse_regions)
-    model = _Builder(trace, materialized_regions, collapse, line_range, highlight).build()
+    flat = _Flat(trace, collapse)
+    flat, model = build(collapse, user_window(flat))
     if len(model.nodes) > max_nodes and collapse_regions is None and n_regions:
-        collapse = True
-        model = _Builder(trace, materialized_regions, True, line_range, highlight).build()
-        notes.append(f"{n_regions} fused regions collapsed to one node each "
-                     f"(the expanded graph exceeds max_nodes={max_nodes}; pass collapse_regions=False to expand)")
+        largest = flat.largest_region()
+        cflat = _Flat(trace, True)
+        cflat, cmodel = build(True, user_window(cflat))
+        if largest <= max_nodes // 2:
+            collapse, flat, model = True, cflat, cmodel
+            notes.append(f"{n_regions} fused regions collapsed to one node each (the open graph has more than "
+                         f"max_nodes={max_nodes} nodes; pass collapse_regions=False to open them)")
+        else:
+            notes.append(f"fused regions drawn open: the largest holds {largest} ops, too many to hide "
+                         "in one node (pass collapse_regions=True to collapse them)")
+    window = user_window(flat)
     if len(model.nodes) > max_nodes and line_range is None:
-        center = _peak_position(trace, materialized_regions)
-        size = max(1, int(len(ops) * max_nodes / len(model.nodes)))
+        n = len(flat.entries)
+        if focus:
+            hits = [k for k, (o, i) in enumerate(flat.entries) if (i if i is not None else o).name in focus]
+            center = (hits[0] + hits[-1]) // 2 if hits else 0
+            size = hits[-1] - hits[0] + 1 if hits else n
+        else:
+            peak = trace.liveness(materialized_regions).peak_line
+            plo, phi = flat.span(peak.node) if peak is not None else (0, 1)
+            center, size = (plo + phi) // 2, n
+        size = min(size, max(1, int(n * max_nodes / len(model.nodes))))
         while True:
-            window = _window_around(trace, center, size)
-            model = _Builder(trace, materialized_regions, collapse, window, highlight).build()
+            window = _flat_window(flat, center, size)
+            model = _Builder(trace, flat, collapse, window, materialized_regions, highlight).build()
             if len(model.nodes) <= max_nodes or size == 1:
                 break
             size = max(1, int(size * 0.8))
-        line_range = window
+    shown_range = _ops_range(trace, flat, window) if window else None
+    if window and window != (0, len(flat.entries)):
         lo, hi = window
-        notes.append(f"showing ops {lo}-{hi - 1} of {len(ops)} (a window around the peak line); "
-                     f"{lo} ops before and {len(ops) - hi} after left out, with the inputs and outputs they "
-                     f"alone use; pass line_range=(start, stop) or a larger max_nodes to choose")
-    elif line_range is not None and line_range != (0, len(ops)):
-        lo, hi = line_range
-        notes.append(f"showing ops {lo}-{hi - 1} of {len(ops)}; {lo} ops before and {len(ops) - hi} after left out")
-    ext = sum(1 for nid in model.nodes if nid.startswith("ext_"))
-    if ext:
-        notes.append(f"{ext} values made by lines not shown appear as dashed stubs")
-    return model, collapse, line_range, notes
+        n = len(flat.entries)
+        inside = "" if collapse or not n_regions else " (counting the ops inside fused regions)"
+        why = "a window around the peak line" if (line_range is None and not focus) else (
+            "the lines holding the values of the other picture" if line_range is None else "line_range")
+        notes.append(f"showing lines {lo}-{hi - 1} of {n}{inside}, {why}; {lo} lines before and {n - hi} after "
+                     "left out, with the inputs and outputs only they use"
+                     + ("; pass line_range=(start, stop) or a larger max_nodes to choose" if line_range is None
+                        else ""))
+    stubs = sum(1 for nid in model.nodes if nid.startswith("ext_"))
+    if stubs:
+        notes.append(f"{stubs} values made by lines not shown appear as dashed stubs")
+    return _Plan(model, collapse, shown_range, notes)
 
 
+# -- public API ------------------------------------------------------------------------------
 def trace_graph(trace: Trace, *, highlight_peak: bool = True, collapse_regions: bool | None = None,
                 line_range: tuple[int, int] | None = None, max_nodes: int = DEFAULT_MAX_NODES,
                 materialized_regions: bool | None = None, rankdir: str = "TB",
-                title: str | None = None) -> TraceDigraph:
+                title: str | None = None, _focus: set[str] | None = None) -> TraceDigraph:
     """The dataflow graph of ``trace`` as a :class:`TraceDigraph` (a ``graphviz.Digraph``).
 
     ``collapse_regions``: True draws each fused region as one node, False as a
     cluster of its ops, None decides by size. ``line_range=(start, stop)`` keeps
-    ``trace.ops[start:stop]``. Above ``max_nodes`` nodes regions are collapsed
-    (if not forced open) and a window around the peak line is kept; what was
-    left out is listed in ``.notes`` and in a note node.
+    ``trace.ops[start:stop]``. Above ``max_nodes`` nodes, regions are collapsed
+    (unless forced open, or one is too large to hide in a node) and then a
+    window of lines around the peak line is kept (a window can cut through an
+    open region); what was left out is listed in ``.notes`` and in a note node.
+    ``materialized_regions`` selects the liveness model (True: the executor runs
+    regions op by op, as the eager executor does).
     """
     if not isinstance(trace, Trace):
         raise TypeError(f"trace_graph needs a trace_lab Trace, got {type(trace).__name__}")
     if max_nodes < 1:
         raise ValueError(f"max_nodes must be at least 1, got {max_nodes}")
-    model, collapsed, shown, notes = _plan(trace, materialized_regions, collapse_regions, line_range, max_nodes,
-                                                   highlight_peak)
+    plan = _plan(trace, materialized_regions, collapse_regions, line_range, max_nodes, highlight_peak, _focus)
+    model, notes = plan.model, plan.notes
     live = trace.liveness(materialized_regions)
     g = TraceDigraph(name=_safe_id("trace_", f"{trace.kind}_{trace.stage}"))
-    g.notes, g.value_ids, g.shown_range, g.collapsed = notes, model.value_ids, shown, collapsed
+    g.notes, g.value_ids, g.shown_range, g.collapsed = notes, model.value_ids, plan.shown_range, plan.collapsed
+    g.fx_names = set(model.fx_names)
     g.peak_node_id, g.live_at_peak_ids = model.peak_id, set(model.live_ids)
     head = title or f"{trace.kind} · stage '{trace.stage}' · {len(trace.ops)} ops"
     peak = (f"peak {format_bytes(live.peak_bytes)} at {live.peak_line.name}" if live.peak_line
@@ -526,27 +624,14 @@ def trace_graph(trace: Trace, *, highlight_peak: bool = True, collapse_regions: 
 def before_after(trace_before: Trace, trace_after: Trace, **options) -> tuple[TraceDigraph, TraceDigraph]:
     """Graphs of two stages of one program, laid out to be compared.
 
-    Same rankdir and node cap; a value keeps its node id in both when its fx
-    node kept its name. If the first graph had to be cut to a window of lines,
-    the second shows the lines holding the same values.
+    Same options (rankdir, node cap); a value keeps its node id in both when its
+    fx node kept its name. If the first graph had to be cut to a window of
+    lines, the second is cut to the lines that hold the same fx nodes.
     """
     before = trace_graph(trace_before, **options)
-    opts = dict(options)
-    if before.shown_range is not None and options.get("line_range") is None:
-        lo, hi = before.shown_range
-        keep = {n.name for n in trace_before.ops[lo:hi]}
-        idx = [i for i, n in enumerate(trace_after.ops) if n.name in keep or _region_holds(trace_after, n, keep)]
-        if idx:
-            opts["line_range"] = (min(idx), max(idx) + 1)
-    after = trace_graph(trace_after, **opts)
+    focus = before.fx_names if before.shown_range is not None and options.get("line_range") is None else None
+    after = trace_graph(trace_after, _focus=focus, **options)
     return before, after
-
-
-def _region_holds(trace: Trace, node: fx.Node, names: set[str]) -> bool:
-    if node.op != "call_module":
-        return False
-    sub = trace.gm.get_submodule(node.target)
-    return any(n.name in names for n in sub.graph.nodes if n.op not in ("placeholder", "output"))
 
 
 def __getattr__(name):
