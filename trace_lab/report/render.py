@@ -1,0 +1,223 @@
+"""Rendering DOT graphs: SVG through ``dot``, or in the browser through vendored WebAssembly.
+
+Design: :func:`render_svg` runs the ``dot`` binary when it is on PATH, with a
+timeout (a layout that runs too long returns None, it never hangs the caller).
+:func:`graph_html` returns a self-contained HTML snippet: the inline SVG when
+``dot`` rendered it, otherwise the DOT source plus the vendored Viz.js build
+(``trace_lab/static/viz-global.js``, see extension/README.md) inline, which lays
+the graph out in the browser offline. Both get the same small pan/zoom script
+(wheel to zoom at the cursor, drag to pan, buttons to fit / reset) and a
+collapsible DOT source, so a page whose scripts are blocked still shows
+something useful. :func:`graph_view_html` puts the before/after graphs of one
+program side by side with a CSS-only toggle (side by side / before / after).
+
+Everything from user code reaches the page escaped: labels are escaped when the
+DOT is built (:func:`trace_lab.report.graph.dot_escape`), the DOT embedded for
+the browser is a JSON string with ``<``, ``>`` and ``&`` as ``\\uXXXX``.
+"""
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import subprocess
+import uuid
+from functools import lru_cache
+from pathlib import Path
+
+__all__ = ["dot_available", "render_svg", "graph_html", "graph_view_html", "vendored_viz_js", "VIZ_JS_PATH",
+           "DOT_TIMEOUT_S"]
+
+VIZ_JS_PATH = Path(__file__).resolve().parent.parent / "static" / "viz-global.js"
+DOT_TIMEOUT_S = 30.0
+
+CSS = """
+.tl-graph{position:relative;border:1px solid #d1d5db;border-radius:4px;background:#fff;margin:4px 0}
+.tl-graph-viewport{overflow:hidden;cursor:grab;position:relative}
+.tl-graph-viewport:active{cursor:grabbing}
+.tl-graph-canvas{transform-origin:0 0;display:inline-block}
+.tl-graph-canvas svg{display:block}
+.tl-graph-tools{position:absolute;top:4px;right:4px;z-index:2;display:flex;gap:2px}
+.tl-graph-tools button{font:12px system-ui,sans-serif;padding:1px 6px;border:1px solid #9ca3af;background:#f9fafb;
+ border-radius:3px;cursor:pointer}
+.tl-graph-msg{font:12px system-ui,sans-serif;color:#6b7280;padding:6px}
+.tl-graph-notes{font:12px system-ui,sans-serif;color:#9a3412;margin:2px 6px}
+.tl-graph details{font:11px system-ui,sans-serif;margin:2px 6px}
+.tl-graph details pre{max-height:200px;overflow:auto;background:#f7f7f9}
+.tl-gv-bar{font:13px system-ui,sans-serif;margin:4px 0}
+.tl-gv-bar label{margin-right:10px;cursor:pointer}
+.tl-gv-panes{display:flex;gap:8px}
+.tl-gv-pane{flex:1 1 0;min-width:0}
+.tl-gv-pane h4{font:600 13px system-ui,sans-serif;margin:2px 0}
+"""
+
+# Pan/zoom: trace_lab's own, ~35 lines; state kept on the root element; 'fit' fits the width and is
+# redone when the viewport resizes until the user zooms or drags.
+PANZOOM_JS = r"""
+window.__tlPanZoom = window.__tlPanZoom || function (root) {
+  var vp = root.querySelector('.tl-graph-viewport'), cv = root.querySelector('.tl-graph-canvas');
+  if (!vp || !cv || root.__tlpz) { return; }
+  var st = root.__tlpz = {s: 1, x: 0, y: 0, moved: false};
+  function apply() { cv.style.transform = 'translate(' + st.x + 'px,' + st.y + 'px) scale(' + st.s + ')'; }
+  function fit() {
+    var svg = cv.querySelector('svg'); if (!svg) { return; }
+    var w = svg.width.baseVal.value || svg.clientWidth, vw = vp.clientWidth;
+    if (!vw) { return; }
+    st.s = Math.min(1, vw / (w || vw)); st.x = Math.max(0, (vw - w * st.s) / 2); st.y = 0; st.moved = false; apply();
+  }
+  function zoom(k, mx, my) {
+    st.x = mx - (mx - st.x) * k; st.y = my - (my - st.y) * k; st.s *= k; st.moved = true; apply(); }
+  vp.addEventListener('wheel', function (e) {
+    e.preventDefault(); var r = vp.getBoundingClientRect();
+    zoom(Math.exp(-e.deltaY * 0.0015), e.clientX - r.left, e.clientY - r.top);
+  }, {passive: false});
+  var drag = null;
+  vp.addEventListener('pointerdown', function (e) { drag = {x: e.clientX - st.x, y: e.clientY - st.y}; });
+  window.addEventListener('pointermove', function (e) {
+    if (drag) { st.x = e.clientX - drag.x; st.y = e.clientY - drag.y; st.moved = true; apply(); } });
+  window.addEventListener('pointerup', function () { drag = null; });
+  root.querySelectorAll('.tl-graph-tools button').forEach(function (b) {
+    b.addEventListener('click', function () {
+      var a = b.getAttribute('data-act'), w = vp.clientWidth / 2, h = vp.clientHeight / 2;
+      if (a === 'in') { zoom(1.25, w, h); } else if (a === 'out') { zoom(0.8, w, h); }
+      else if (a === 'fit') { fit(); } else { st.s = 1; st.x = 0; st.y = 0; st.moved = true; apply(); }
+    });
+  });
+  // refit while the user has not moved the picture (the page may still be laying out)
+  if (window.ResizeObserver) { new ResizeObserver(function () { if (!st.moved) { fit(); } }).observe(vp); }
+  root.__tlFit = fit; fit();
+};
+"""
+
+RENDER_JS = r"""
+(function () {
+  var root = document.getElementById(%(id)s), cv = root.querySelector('.tl-graph-canvas');
+  var msg = root.querySelector('.tl-graph-msg');
+  if (!window.Viz) { msg.textContent = 'graph renderer (Viz.js) not loaded'; return; }
+  window.__tlViz = window.__tlViz || window.Viz.instance();
+  window.__tlViz.then(function (viz) {
+    var svg = viz.renderSVGElement(%(dot)s);
+    cv.appendChild(svg); msg.remove(); window.__tlPanZoom(root);
+  }).catch(function (e) { msg.textContent = 'could not lay out the graph: ' + e; });
+})();
+"""
+
+
+def dot_available() -> bool:
+    """True when the Graphviz ``dot`` binary is on PATH."""
+    return shutil.which("dot") is not None
+
+
+def _source(digraph) -> str:
+    src = getattr(digraph, "source", digraph)
+    if not isinstance(src, str):
+        raise TypeError(f"expected a graphviz graph or DOT text, got {type(digraph).__name__}")
+    return src
+
+
+def render_svg(digraph, timeout: float = DOT_TIMEOUT_S) -> str | None:
+    """SVG text through ``dot -Tsvg``; None when ``dot`` is absent, fails or runs past ``timeout`` s."""
+    exe = shutil.which("dot")
+    if exe is None:
+        return None
+    try:
+        done = subprocess.run([exe, "-Tsvg"], input=_source(digraph).encode("utf-8"), capture_output=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:  # subprocess.run kills the child before raising
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.decode("utf-8", errors="replace")
+
+
+@lru_cache(maxsize=1)
+def vendored_viz_js() -> str:
+    """The vendored Viz.js standalone build (see extension/README.md)."""
+    if not VIZ_JS_PATH.is_file():
+        from ..errors import TraceLabError
+
+        raise TraceLabError(f"the vendored graph renderer {VIZ_JS_PATH} is missing; run extension/fetch_viz.sh "
+                            "or install Graphviz so that `dot` is on PATH")
+    return VIZ_JS_PATH.read_text(encoding="utf-8")
+
+
+def _viz_loader() -> str:
+    # Hide AMD/CommonJS loaders from the UMD header so that it always sets window.Viz.
+    return ("if(!window.Viz){(function(define,module,exports){\n" + vendored_viz_js()
+            + "\n}).call(window,undefined,undefined,undefined);}")
+
+
+def _js_string(s: str) -> str:
+    """A JS string literal that cannot end a <script> element or open markup."""
+    return json.dumps(s).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _strip_xml_header(svg: str) -> str:
+    i = svg.find("<svg")
+    return svg[i:] if i >= 0 else svg
+
+
+def _notes_html(digraph) -> str:
+    notes = getattr(digraph, "notes", None) or []
+    return "".join(f'<div class="tl-graph-notes">{html.escape(n)}</div>' for n in notes)
+
+
+def graph_html(digraph, *, height: str = "600px", include_js: bool = True, use_dot: bool | None = None) -> str:
+    """A self-contained HTML snippet showing ``digraph`` with pan/zoom.
+
+    ``use_dot``: None renders with ``dot`` when available and falls back to the
+    vendored WebAssembly Graphviz; False forces the browser path. ``include_js``
+    False leaves out the 1.3 MB renderer (for a page that already carries it).
+    """
+    src = _source(digraph)
+    gid = "tlg-" + uuid.uuid4().hex[:12]
+    svg = render_svg(src) if (use_dot is None and dot_available()) or use_dot else None
+    tools = ("<div class='tl-graph-tools'><button data-act='in'>+</button><button data-act='out'>&minus;</button>"
+             "<button data-act='fit'>fit</button><button data-act='reset'>1:1</button></div>")
+    source = f"<details><summary>DOT source</summary><pre>{html.escape(src)}</pre></details>"
+    head = f"<div class='tl-graph' id='{gid}'><style>{CSS}</style>{tools}"
+    viewport = f"<div class='tl-graph-viewport' style='height:{html.escape(height)}'><div class='tl-graph-canvas'>"
+    if svg is not None:
+        return (head + viewport + _strip_xml_header(svg) + "</div></div>" + _notes_html(digraph) + source
+                + f"<script>{PANZOOM_JS}\nwindow.__tlPanZoom(document.getElementById({_js_string(gid)}));</script>"
+                + "</div>")
+    scripts = (f"<script>{_viz_loader()}</script>" if include_js else "") + (
+        f"<script>{PANZOOM_JS}\n{RENDER_JS % {'id': _js_string(gid), 'dot': _js_string(src)}}</script>")
+    return (head + viewport + "</div><div class='tl-graph-msg'>laying out the graph in the browser "
+            "(WebAssembly Graphviz, offline)&hellip;</div></div>" + _notes_html(digraph) + source + scripts
+            + "</div>")
+
+
+def graph_view_html(trace_before, trace_after, *, height: str = "600px", use_dot: bool | None = None,
+                    **graph_options) -> str:
+    """Before/after graphs of one program, side by side, with a toggle (side by side / before / after)."""
+    from .graph import before_after
+
+    g_before, g_after = before_after(trace_before, trace_after, **graph_options)
+    vid = "tlgv-" + uuid.uuid4().hex[:12]
+    browser = not ((use_dot is None and dot_available()) or use_dot)
+    loader = f"<script>{_viz_loader()}</script>" if browser else ""
+    panes = []
+    for side, trace, g in (("before", trace_before, g_before), ("after", trace_after, g_after)):
+        title = f"{side}: {trace.kind} · {trace.stage} · {len(trace.ops)} ops"
+        panes.append(f"<div class='tl-gv-pane tl-gv-{side}'><h4>{html.escape(title)}</h4>"
+                     f"{graph_html(g, height=height, include_js=False, use_dot=use_dot)}</div>")
+    radios, labels = [], []
+    for mode, text in (("both", "side by side"), ("before", "before only"), ("after", "after only")):
+        rid = f"{vid}-{mode}"
+        radios.append(f"<input type='radio' name='{vid}' id='{rid}' class='tl-gv-{mode}-r'"
+                      + (" checked" if mode == "both" else "") + ">")
+        labels.append(f"<label for='{rid}'>{text}</label>")
+    css = (f"#{vid} input{{display:none}}"
+           f"#{vid} .tl-gv-before-r:checked~.tl-gv-panes .tl-gv-after{{display:none}}"
+           f"#{vid} .tl-gv-after-r:checked~.tl-gv-panes .tl-gv-before{{display:none}}"
+           f"#{vid} .tl-gv-both-r:checked~.tl-gv-bar label[for='{vid}-both'],"
+           f"#{vid} .tl-gv-before-r:checked~.tl-gv-bar label[for='{vid}-before'],"
+           f"#{vid} .tl-gv-after-r:checked~.tl-gv-bar label[for='{vid}-after']{{font-weight:600;"
+           "text-decoration:underline}")
+    refit = (f"<script>document.querySelectorAll('#{vid} input').forEach(function(r){{r.addEventListener('change',"
+             f"function(){{document.querySelectorAll('#{vid} .tl-graph').forEach(function(g){{"
+             "if(g.__tlFit){g.__tlFit();}});});});</script>")
+    return (f"<div class='tl-gv' id='{vid}'><style>{css}</style>{loader}{''.join(radios)}"
+            f"<div class='tl-gv-bar'>{''.join(labels)}</div><div class='tl-gv-panes'>{''.join(panes)}</div>"
+            f"{refit}</div>")
