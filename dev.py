@@ -53,6 +53,27 @@ def ensure_env() -> None:
     STAMP.write_text(wanted)
 
 
+SYSTEM_PACKAGES = {"dot": "graphviz", "chromium": "chromium"}  # binary -> Debian package (graph + browser tests)
+
+
+def ensure_system_packages() -> None:
+    """Best effort: the `dot` binary and Chromium let the dot-path and browser tests run.
+
+    Without root or apt-get they stay absent and those tests skip with a reason.
+    """
+    import shutil
+
+    missing = [pkg for exe, pkg in SYSTEM_PACKAGES.items() if shutil.which(exe) is None]
+    if not missing or os.environ.get("TRACE_LAB_NO_APT") or shutil.which("apt-get") is None or os.geteuid() != 0:
+        return
+    log(f"apt-get install {' '.join(missing)} (for the graph and browser tests)")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+    subprocess.run(["apt-get", "update", "-qq"], **quiet)
+    if subprocess.run(["apt-get", "install", "-y", "-qq", *missing], **quiet).returncode != 0:
+        log(f"could not install {' '.join(missing)}; the tests that need them will skip and say why")
+
+
 def run(cmd: list[str], **kw) -> int:
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     return subprocess.run(cmd, cwd=ROOT, env=env, **kw).returncode
@@ -60,6 +81,7 @@ def run(cmd: list[str], **kw) -> int:
 
 def cmd_test(args: list[str]) -> int:
     ensure_env()
+    ensure_system_packages()
     rc = run([str(PY), "-m", "pytest", *args])
     if rc == 5:
         print("[dev.py] pytest collected no tests: that is a failure here", flush=True)
