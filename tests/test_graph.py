@@ -16,7 +16,7 @@ import pytest
 
 from trace_lab.report.graph import TraceDigraph, before_after, dot_escape, live_at_peak, trace_graph
 
-from _graph_programs import read_dot, red_outlined, small_fused_program, small_program
+from _graph_programs import read_dot, red_outlined, small_fused_program, small_program, split_program
 
 UNFUSED_EDGES = {
     ("in_x", "n_relu"): "128 B",
@@ -40,6 +40,15 @@ def test_one_node_per_op_and_edges_carry_bytes():
     # labels: value name, op name, dtype and shape
     assert "t1 = mm" in dot["nodes"]["n_mm"] and "f32[4, 16]" in dot["nodes"]["n_mm"]
     assert "t0 = relu" in dot["nodes"]["n_relu"] and "f32[4, 8]" in dot["nodes"]["n_relu"]
+
+
+def test_multi_output_op_is_one_node_and_edges_sum_logical_bytes():
+    # split's outputs are views of x (storage 128 B each) but carry 4*3*4 = 48 B and 4*5*4 = 80 B
+    dot = read_dot(trace_graph(split_program()).source)
+    assert set(dot["nodes"]) == {"in_x", "n_split", "n_cat", "out_0"}
+    assert "t0, t1 = split_with_sizes" in dot["nodes"]["n_split"]
+    assert "f32[4, 3], f32[4, 5]" in dot["nodes"]["n_split"]
+    assert dot["edges"] == {("in_x", "n_split"): "128 B", ("n_split", "n_cat"): "128 B", ("n_cat", "out_0"): "128 B"}
 
 
 def test_inputs_parameters_outputs_are_distinct():

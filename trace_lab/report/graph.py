@@ -4,7 +4,8 @@ Design: :func:`trace_graph` first builds a small *model* of the picture (nodes,
 edges, clusters) from the fx graph and the trace's liveness, then emits DOT.
 One node per op (name, op, output dtype/shape), one per program input
 (input / parameter / tangent / saved activation / constant), one per program
-output; an edge per value read, labelled with the value's bytes. A fused region
+output; an edge per (producer, consumer), labelled with the logical bytes
+(numel x itemsize) of the values it carries. A fused region
 (a ``call_module`` node, see HELPERS.md) becomes a coloured cluster holding its
 inner ops, whose placeholders and outputs are wired straight to the outer
 producers and consumers, or one collapsed node. Values live while the peak line
@@ -124,10 +125,9 @@ def _op_name(node: fx.Node) -> str:
     return target_name(t).rsplit(".", 1)[-1] if not isinstance(t, str) else t
 
 
-def _nbytes(val, rounding: int) -> int:
-    from ..analysis.liveness import tensor_bytes
-
-    return sum(tensor_bytes(t, rounding) for t in tensor_values(val) if t is not None)
+def _nbytes(val) -> int:
+    """Logical size of a value (numel x itemsize): what an edge carries, views included."""
+    return sum(t.numel() * t.element_size() for t in tensor_values(val) if t is not None)
 
 
 def input_kind(trace: Trace, node: fx.Node) -> str:
@@ -189,7 +189,7 @@ class _Node:
 @dataclass
 class _Model:
     nodes: dict[str, _Node] = field(default_factory=dict)
-    edges: dict[tuple[str, str], str] = field(default_factory=dict)
+    edges: dict[tuple[str, str], dict] = field(default_factory=dict)  # (src, dst) -> {value node: bytes}
     clusters: dict[str, dict] = field(default_factory=dict)  # name -> attrs (label, color)
     value_ids: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -244,7 +244,6 @@ class _Builder:
             if inner is not None:
                 self.shown_inner.setdefault(outer, set()).add(inner)
         self.live = trace.liveness(materialized_regions)
-        self.rounding = self.live.rounding
         self.peak_node, self.live_values = live_at_peak(trace, materialized_regions) if highlight else (None, set())
         self.m = _Model()
         self.loc: dict[fx.Node, str] = {}  # outer value -> DOT id
@@ -266,9 +265,10 @@ class _Builder:
         if fx_name is not None:
             self.m.fx_names.add(fx_name)
 
-    def add_edge(self, src: str | None, dst: str, val) -> None:
-        if src is not None and (src, dst) not in self.m.edges:
-            self.m.edges[(src, dst)] = format_bytes(_nbytes(val, self.rounding))
+    def add_edge(self, src: str | None, dst: str, value: fx.Node) -> None:
+        """One edge per (producer, consumer); its label sums the distinct values it carries."""
+        if src is not None:
+            self.m.edges.setdefault((src, dst), {})[value] = _nbytes(value.meta.get("val"))
 
     # values -----------------------------------------------------------------------------
     def source_of(self, v: fx.Node) -> str:
@@ -301,7 +301,7 @@ class _Builder:
         rows = [(self.trace.name(node), "b"), (_short_type(val), "small"), (kind, "i")]
         self.add_node(nid, rows, shape=shape, style="filled", fillcolor=fill,
                       tooltip=dot_escape(f"{kind} {self.trace.name(node)}: {type_comment(val)}, "
-                                         f"{format_bytes(_nbytes(val, self.rounding))}"))
+                                         f"{format_bytes(_nbytes(val))}"))
         self.provide(node, nid)
         return nid
 
@@ -356,7 +356,7 @@ class _Builder:
         if peak:
             self.m.peak_id = nid
         for a in node.all_input_nodes:
-            self.add_edge(self.source_of(a), nid, a.meta.get("val"))
+            self.add_edge(self.source_of(a), nid, a)
         for v in (list(getitems.values()) if multi else [node]):
             self.provide(v, nid)
 
@@ -379,7 +379,7 @@ class _Builder:
         if peak:
             self.m.peak_id = nid
         for a in node.all_input_nodes:
-            self.add_edge(self.source_of(a), nid, a.meta.get("val"))
+            self.add_edge(self.source_of(a), nid, a)
         for g in getitems.values():
             self.provide(g, nid)
 
@@ -422,7 +422,7 @@ class _Builder:
                           **self.op_attrs(n, rec, False))
             inner_loc[n] = nid
             for a in n.all_input_nodes:
-                self.add_edge(source(a), nid, a.meta.get("val"))
+                self.add_edge(source(a), nid, a)
         for i, g in getitems.items():
             o = outs[i]
             if isinstance(o, fx.Node) and o in inner_loc:
@@ -444,7 +444,7 @@ class _Builder:
             nid = self._new_id("out_", str(i))
             self.add_node(nid, [(f"output {i}", "b"), (self.trace.name(v), "small")], shape="invhouse",
                           style="filled", fillcolor="#dcfce7")
-            self.add_edge(src, nid, v.meta.get("val"))
+            self.add_edge(src, nid, v)
 
     def build(self) -> _Model:
         trace = self.trace
@@ -538,7 +538,7 @@ def _plan(trace: Trace, materialized_regions, collapse_regions, line_range, max_
             size = hits[-1] - hits[0] + 1 if hits else n
         else:
             peak = trace.liveness(materialized_regions).peak_line
-            plo, phi = flat.span(peak.node) if peak is not None else (0, 1)
+            plo, phi = flat.span(peak.node) if peak is not None and peak.node in flat.first else (0, 1)
             center, size = (plo + phi) // 2, n
         size = min(size, max(1, int(n * max_nodes / len(model.nodes))))
         while True:
@@ -616,8 +616,8 @@ def trace_graph(trace: Trace, *, highlight_peak: bool = True, collapse_regions: 
             for nid, node in model.nodes.items():
                 if node.cluster == cname:
                     c.node(nid, node.label, **node.attrs)
-    for (src, dst), label in model.edges.items():
-        g.edge(src, dst, label=dot_escape(label))
+    for (src, dst), values in model.edges.items():
+        g.edge(src, dst, label=dot_escape(format_bytes(sum(values.values()))))
     return g
 
 
