@@ -375,12 +375,13 @@ class _Builder:
                 return self.source_of(arg) if isinstance(arg, fx.Node) else None
             if p in inner_loc:
                 return inner_loc[p]
-            return self.stub((node, a), f"{rname}: {inner.name(a)}", a.meta.get("val"))
+            return self.stub((node, a), self.trace.names.get(a) or f"{rname}: {inner.name(a)}", a.meta.get("val"))
 
         for n in inner.ops:
             if n not in shown:
                 continue
-            outer_name = ", ".join(self.trace.name(g) for g in visible.get(n, [])) or None
+            # a region output shows its outer name; a temporary its name if the Trace gives it one
+            outer_name = ", ".join(self.trace.name(g) for g in visible.get(n, [])) or self.trace.names.get(n)
             nid = self._new_id("n_", n.name, rname)
             rec = is_recomputed(self.trace, n)
             self.add_node(nid, self.op_rows(n, outer_name, rec, False), cluster=rname, fx_name=n.name,
