@@ -61,6 +61,20 @@ def small_program(kind="forward", input_names=("x", "w"), recompute=()) -> Trace
     return Trace(gm, kind, "as captured", list(input_names))
 
 
+def split_program() -> Trace:
+    """x: f32[4, 8]; (s0 f32[4, 3], s1 f32[4, 5]) = split_with_sizes(x, [3, 5], 1); y = cat([s1, s0], 1)."""
+    g = fx.Graph()
+    x = g.placeholder("x")
+    s = g.create_node("call_function", aten.split_with_sizes.default, (x, [3, 5], 1), name="split")
+    s0 = g.call_function(operator.getitem, (s, 0))
+    s1 = g.call_function(operator.getitem, (s, 1))
+    y = g.create_node("call_function", aten.cat.default, ([s1, s0], 1), name="cat")
+    g.output((y,))
+    gm = fx.GraphModule(torch.nn.Module(), g)
+    fill_vals(gm, _args()[:1])
+    return Trace(gm, "forward", "as captured", ["x"])
+
+
 def small_fused_program(kind="forward", recompute=()) -> Trace:
     sub = fx.Graph()
     b_in = sub.placeholder("mm")

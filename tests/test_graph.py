@@ -16,7 +16,7 @@ import pytest
 
 from trace_lab.report.graph import TraceDigraph, before_after, dot_escape, live_at_peak, trace_graph
 
-from _graph_programs import read_dot, red_outlined, small_fused_program, small_program
+from _graph_programs import read_dot, red_outlined, small_fused_program, small_program, split_program
 
 UNFUSED_EDGES = {
     ("in_x", "n_relu"): "128 B",
@@ -40,6 +40,15 @@ def test_one_node_per_op_and_edges_carry_bytes():
     # labels: value name, op name, dtype and shape
     assert "t1 = mm" in dot["nodes"]["n_mm"] and "f32[4, 16]" in dot["nodes"]["n_mm"]
     assert "t0 = relu" in dot["nodes"]["n_relu"] and "f32[4, 8]" in dot["nodes"]["n_relu"]
+
+
+def test_multi_output_op_is_one_node_and_edges_sum_logical_bytes():
+    # split's outputs are views of x (storage 128 B each) but carry 4*3*4 = 48 B and 4*5*4 = 80 B
+    dot = read_dot(trace_graph(split_program()).source)
+    assert set(dot["nodes"]) == {"in_x", "n_split", "n_cat", "out_0"}
+    assert "t0, t1 = split_with_sizes" in dot["nodes"]["n_split"]
+    assert "f32[4, 3], f32[4, 5]" in dot["nodes"]["n_split"]
+    assert dot["edges"] == {("in_x", "n_split"): "128 B", ("n_split", "n_cat"): "128 B", ("n_cat", "out_0"): "128 B"}
 
 
 def test_inputs_parameters_outputs_are_distinct():
@@ -80,7 +89,8 @@ def test_fused_region_is_a_cluster_wired_to_outer_values():
     dot = read_dot(g.source)
     assert dot["clusters"] == {"cluster_fusion0": {"n_mul", "n_add"}}
     assert dot["edges"] == UNFUSED_EDGES  # same values flow, now through the region
-    assert "t2 = add" in dot["nodes"]["n_add"]  # the region output keeps its outer name
+    (d,) = [u for u in t.ops[-1].users]  # the getitem that carries d out of the region
+    assert f"{t.name(d)} = add" in dot["nodes"]["n_add"]  # the region output keeps its outer name
     # peak: the region's line (1152 B), only outputs allocated; c is not live
     assert t.liveness().peak_bytes == 1152
     assert g.peak_node_id == "cluster_fusion0"
@@ -150,7 +160,7 @@ def test_window_can_cut_through_an_open_region():
     assert dot["clusters"] == {"cluster_fusion0": {"n_add"}}
     assert dot["edges"] == {("ext_mm", "n_add"): "256 B", ("ext_fusion0_mul", "n_add"): "256 B",
                             ("n_add", "out_0"): "256 B"}
-    assert "fusion0: t0" in dot["nodes"]["ext_fusion0_mul"]  # the inner value, by its region name
+    assert "f32[4, 16]" in dot["nodes"]["ext_fusion0_mul"] and "not shown" in dot["nodes"]["ext_fusion0_mul"]
     assert "(1 shown)" in g.source and g.shown_range == (2, 3)
     assert any("lines 3-3 of 4 (counting the ops inside fused regions)" in n for n in g.notes)
     assert g.peak_node_id == "cluster_fusion0" and "n_add" in red_outlined(dot)
