@@ -19,6 +19,7 @@ Report) and/or ``result`` (any picklable value) to send them back.
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import time
 import traceback
@@ -153,10 +154,13 @@ def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace,
     except BaseException:  # noqa: BLE001 - shipped to the parent with its traceback
         result.error = traceback.format_exc()
     finally:
+        # plain pickle to bytes: tensors travel by value, not as shared-memory handles that die with us
         try:
-            queue.put(result)
+            payload = pickle.dumps(result)
         except Exception:  # noqa: BLE001 - unpicklable value: send the error instead
-            queue.put(RankResult(rank=rank, error="result could not be pickled:\n" + traceback.format_exc()))
+            payload = pickle.dumps(RankResult(rank=rank, error="result could not be pickled:\n"
+                                              + traceback.format_exc()))
+        queue.put(payload)
         try:
             if dist.is_initialized():
                 dist.destroy_process_group()
@@ -197,7 +201,7 @@ def run_distributed(target, nproc: int = 2, *, args: tuple = (), kwargs: dict | 
                 raise TraceLabError(f"run_distributed: timed out after {timeout_s:.0f} s with "
                                     f"{nproc - len(results)} rank(s) still running")
             if not queue.empty():
-                r = queue.get()
+                r = pickle.loads(queue.get())
                 results[r.rank] = r
                 if r.error:  # the other ranks may be stuck in a collective: stop waiting for them
                     deadline = min(deadline, time.monotonic() + 3.0)
