@@ -35,7 +35,7 @@ from ..trace import is_getitem, tensor_values
 __all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "CUDA_ROUNDING"]
 
 CUDA_ROUNDING = 512
-ALIASING_WITHOUT_SCHEMA = {"_unsafe_view"}
+ALIASING_WITHOUT_SCHEMA = {"_unsafe_view", "wait_tensor"}  # wait_tensor returns its argument
 
 
 @dataclass
