@@ -87,6 +87,8 @@ def readable_input_name(dynamo_name: str) -> str:
     for word in ("modules_", "parameters_", "buffers_", "_modules", "_parameters", "_buffers"):
         name = name.replace(word, "")
     name = re.sub(r"_+", "_", name).strip("_")
+    # a parameter sharded by trace_lab.distributed lives at parametrizations.<p>.original
+    name = re.sub(r"parametrizations_(.+)_original$", r"\1_shard", name)
     if len(name) > 32:  # keep the informative tail
         name = name[-32:].split("_", 1)[-1] if "_" in name[-32:] else name[-32:]
     if not name:
@@ -122,10 +124,15 @@ class CaptureSession:
 
     ``compile_part(program, part) -> callable(list_of_args) -> outputs`` is called
     for every forward/backward program; it must return a *boxed* callable.
+    ``prepare_joint(joint_gm)``, when given, may tag nodes of AOTAutograd's joint
+    forward+backward graph before the min-cut partitioner splits it (the ZeRO-3
+    FSDP mode marks parameter gathers ``MUST_RECOMPUTE`` this way).
     """
 
-    def __init__(self, compile_part: Callable[[Program, ProgramPart], Callable]):
+    def __init__(self, compile_part: Callable[[Program, ProgramPart], Callable],
+                 prepare_joint: Callable[[fx.GraphModule], None] | None = None):
         self.compile_part = compile_part
+        self.prepare_joint = prepare_joint
         self.programs: list[Program] = []
         from torch._dynamo.utils import counters
 
@@ -185,11 +192,21 @@ class CaptureSession:
             bw_compiler=make_compiler("backward"),
             inference_compiler=make_compiler("inference"),
             decompositions=core_aten_decompositions(),
-            partition_fn=min_cut_rematerialization_partition,
+            partition_fn=self._partition_fn(min_cut_rematerialization_partition),
             keep_inference_input_mutations=True,
         )
         program.dynamo_seconds = time.perf_counter() - started
         return compiled
+
+    def _partition_fn(self, partition):
+        if self.prepare_joint is None:
+            return partition
+
+        def partition_with_tags(joint_gm, joint_inputs, **kwargs):
+            self.prepare_joint(joint_gm)
+            return partition(joint_gm, joint_inputs, **kwargs)
+
+        return partition_with_tags
 
     def _reason_for_new_graph(self, descriptors: list[str]) -> str:
         # Dynamo counts a graph break before it compiles the graph that ends at the

@@ -71,7 +71,7 @@ class JitFunction:
     def __init__(self, fn, options: Options):
         self.fn = fn
         self.options = options.validate()
-        self.session = CaptureSession(self._compile_part)
+        self.session = CaptureSession(self._compile_part, prepare_joint=_joint_preparer(self.options))
         self._executors: dict[str, object] = {}
         self.executor_reasons: list[str] = []
         self._last_forward: ProgramPart | None = None
@@ -150,6 +150,15 @@ class JitFunction:
 
         run._boxed_call = True
         return run
+
+
+def _joint_preparer(options: Options):
+    """Hook on AOTAutograd's joint graph that a pass needs (ZeRO-3: regather in the backward)."""
+    if options.fsdp == "zero3":
+        from .passes.fsdp import tag_gathers_for_recompute
+
+        return tag_gathers_for_recompute
+    return None
 
 
 def _raise_recompile_limits() -> None:

@@ -12,6 +12,8 @@ and each value is dropped right after its last use (the ``del`` lines):
 * a buffer is freed once no live value refers to it; program inputs are held by
   the caller and never freed; program outputs (including values saved for the
   backward) stay live to the end;
+* a collective (``_c10d_functional``) reads its inputs until its ``wait_tensor``:
+  they stay live to that line, so deferring waits costs memory;
 * an op's inputs and outputs coexist while it runs, so a line's high-water mark
   is ``live_before + allocated``; outputs nobody reads are freed right after;
 * a fused region allocates only its outputs when its executor keeps inner values
@@ -33,7 +35,7 @@ from ..trace import is_getitem, tensor_values
 __all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "CUDA_ROUNDING"]
 
 CUDA_ROUNDING = 512
-ALIASING_WITHOUT_SCHEMA = {"_unsafe_view"}
+ALIASING_WITHOUT_SCHEMA = {"_unsafe_view", "wait_tensor"}  # wait_tensor returns its argument
 
 
 @dataclass
@@ -122,6 +124,14 @@ def _aliased_arg_index(node: fx.Node) -> list[int | None]:
     return result
 
 
+def _is_wait_of_collective(node: fx.Node) -> bool:
+    c10d = torch.ops._c10d_functional
+    if node.op != "call_function" or node.target is not c10d.wait_tensor.default:
+        return False
+    src = node.args[0] if node.args else None
+    return isinstance(src, fx.Node) and src.op == "call_function" and getattr(src.target, "namespace", "") == "_c10d_functional"
+
+
 def _node_arg(node: fx.Node, index: int):
     schema = node.target._schema
     if index < len(node.args):
@@ -161,6 +171,9 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
             continue
         for a in n.all_input_nodes:
             last_use[a] = max(last_use.get(a, -1), order[n])
+        if _is_wait_of_collective(n):  # the comm library reads a collective's inputs until its wait
+            for a in n.args[0].all_input_nodes:
+                last_use[a] = max(last_use.get(a, -1), order[n])
 
     buffers: dict[int, int] = {}  # buffer id -> bytes
     refs: dict[int, int] = {}  # buffer id -> live values referring to it

@@ -1,0 +1,224 @@
+"""Launcher: run one function (or one cell's source) on N processes, bring results back.
+
+Design: :func:`run_distributed` starts ``nproc`` workers with
+``torch.multiprocessing`` (``fork`` on CPU where the platform has it, so that
+objects defined in a notebook need no pickling; ``spawn`` for CUDA, which
+cannot be forked), gives each a process group (gloo on CPU, NCCL on GPUs, one
+GPU per rank, rendezvous over TCP on a free port of 127.0.0.1 only), runs the
+target and sends back, per rank, a :class:`RankResult`: the target's return
+value, its Report as plain data (``Report.to_dict()`` plus a ``timeline`` entry),
+its timings and any error with its traceback. A failing rank fails the whole
+run with that traceback (:class:`~trace_lab.errors.TraceLabError`).
+
+The target is either a callable ``target(*args, **kwargs)`` or Python source
+that is ``exec``-ed in a copy of ``namespace``; inside a worker,
+:func:`current` (and, for source, the names ``rank``, ``world_size``,
+``device``, ``group_name``) say where it runs. A source sets ``report`` (a
+Report) and/or ``result`` (any picklable value) to send them back.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+
+from ..errors import TraceLabError
+
+__all__ = ["WorkerContext", "RankResult", "DistributedRun", "run_distributed", "current", "free_port"]
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    rank: int
+    world_size: int
+    backend: str
+    device: str
+    group_name: str
+
+
+@dataclass
+class RankResult:
+    rank: int
+    value: object = None
+    report: dict | None = None
+    timings: dict = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class DistributedRun:
+    nproc: int
+    backend: str
+    device: str
+    results: list[RankResult]
+
+    @property
+    def report(self) -> dict | None:
+        """Rank 0's Report as plain data (None when the target made no Report)."""
+        return self.results[0].report if self.results else None
+
+    @property
+    def timings(self) -> dict[int, dict]:
+        return {r.rank: r.timings for r in self.results}
+
+    @property
+    def values(self) -> list:
+        return [r.value for r in self.results]
+
+    def to_dict(self) -> dict:
+        return {"nproc": self.nproc, "backend": self.backend, "device": self.device, "report": self.report,
+                "timings": self.timings}
+
+
+_CURRENT: WorkerContext | None = None
+
+
+def current() -> WorkerContext:
+    """Where this worker runs (only inside :func:`run_distributed`)."""
+    if _CURRENT is None:
+        raise TraceLabError("trace_lab.distributed.current() is only defined inside run_distributed workers")
+    return _CURRENT
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _choose(backend: str, device: str, nproc: int) -> tuple[str, str]:
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() and torch.cuda.device_count() >= nproc else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise TraceLabError(f"run_distributed: device={device!r}; use 'cpu', 'cuda' or 'auto'")
+    if device == "cuda" and torch.cuda.device_count() < nproc:
+        raise TraceLabError(f"run_distributed: {nproc} processes need {nproc} GPUs, "
+                            f"this machine has {torch.cuda.device_count()}")
+    if backend == "auto":
+        backend = "nccl" if device == "cuda" else "gloo"
+    return backend, device
+
+
+def _report_data(report) -> dict:
+    from ..report.timeline import report_timeline
+
+    data = report.to_dict()
+    try:
+        data["timeline"] = report_timeline(report)
+    except Exception as e:  # noqa: BLE001 - a timeline failure must not lose the report
+        data["timeline"] = {"error": f"{type(e).__name__}: {e}"}
+    return data
+
+
+def _timings_of(report) -> dict:
+    return {"first_run_seconds": report.first_run_seconds, "steady_seconds": report.steady_seconds,
+            "run_seconds": list(report.run_seconds)}
+
+
+def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace, queue, threads):
+    global _CURRENT
+    import torch.distributed as dist
+
+    result = RankResult(rank=rank)
+    try:
+        if threads:
+            torch.set_num_threads(threads)
+        dev = f"cuda:{rank}" if device == "cuda" else "cpu"
+        if device == "cuda":
+            torch.cuda.set_device(rank)
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=nproc)
+        _CURRENT = WorkerContext(rank, nproc, backend, dev, dist.group.WORLD.group_name)
+        started = time.perf_counter()
+        if isinstance(target, str):
+            ns = dict(namespace or {})
+            ns.update(rank=rank, world_size=nproc, device=dev, group_name=_CURRENT.group_name)
+            exec(compile(target, f"<trace_lab rank {rank}>", "exec"), ns)
+            value, report = ns.get("result"), ns.get("report")
+        else:
+            value = target(*args, **(kwargs or {}))
+            report = None
+        from ..report.report import Report
+
+        if isinstance(value, Report):
+            value, report = None, value
+        result.timings["wall_seconds"] = time.perf_counter() - started
+        if report is not None:
+            result.report = _report_data(report)
+            result.timings.update(_timings_of(report))
+        result.value = value
+    except BaseException:  # noqa: BLE001 - shipped to the parent with its traceback
+        result.error = traceback.format_exc()
+    finally:
+        # plain pickle to bytes: tensors travel by value, not as shared-memory handles that die with us
+        try:
+            payload = pickle.dumps(result)
+        except Exception:  # noqa: BLE001 - unpicklable value: send the error instead
+            payload = pickle.dumps(RankResult(rank=rank, error="result could not be pickled:\n"
+                                              + traceback.format_exc()))
+        queue.put(payload)
+        try:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def run_distributed(target, nproc: int = 2, *, args: tuple = (), kwargs: dict | None = None,
+                    namespace: dict | None = None, backend: str = "auto", device: str = "auto",
+                    timeout_s: float = 600.0, start_method: str = "auto") -> DistributedRun:
+    """Run ``target`` (callable or source) on ``nproc`` ranks; see the module docstring."""
+    import torch.multiprocessing as mp
+
+    if not isinstance(nproc, int) or nproc < 1:
+        raise TraceLabError(f"run_distributed: nproc={nproc!r}; need a positive integer")
+    if not (callable(target) or isinstance(target, str)):
+        raise TraceLabError(f"run_distributed: target must be a callable or source text, got {type(target).__name__}")
+    backend, device = _choose(backend, device, nproc)
+    if start_method == "auto":
+        start_method = "fork" if device == "cpu" and "fork" in mp.get_all_start_methods() else "spawn"
+    ctx = mp.get_context(start_method)
+    queue = ctx.SimpleQueue()
+    port = free_port()
+    threads = max(1, (os.cpu_count() or 1) // nproc) if device == "cpu" else 0
+    procs = []
+    for rank in range(nproc):
+        p = ctx.Process(target=_worker, args=(rank, nproc, backend, device, port, target, args, kwargs, namespace,
+                                              queue, threads), daemon=False)
+        p.start()
+        procs.append(p)
+    results: dict[int, RankResult] = {}
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(results) < nproc:
+            if time.monotonic() > deadline:
+                if any(r.error for r in results.values()):
+                    break
+                raise TraceLabError(f"run_distributed: timed out after {timeout_s:.0f} s with "
+                                    f"{nproc - len(results)} rank(s) still running")
+            if not queue.empty():
+                r = pickle.loads(queue.get())
+                results[r.rank] = r
+                if r.error:  # the other ranks may be stuck in a collective: stop waiting for them
+                    deadline = min(deadline, time.monotonic() + 3.0)
+                continue
+            dead = [i for i, p in enumerate(procs) if p.exitcode not in (None, 0) and i not in results]
+            if dead:
+                raise TraceLabError(f"run_distributed: rank {dead[0]} died (exit code {procs[dead[0]].exitcode}) "
+                                    "without reporting")
+            time.sleep(0.02)
+    finally:
+        for p in procs:
+            p.join(timeout=10 if len(results) == nproc else 0.1)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    errors = sorted((r for r in results.values() if r.error), key=lambda r: r.rank)
+    if errors:
+        first = errors[0]
+        raise TraceLabError(f"run_distributed: rank {first.rank} failed:\n{first.error}")
+    return DistributedRun(nproc, backend, device, [results[i] for i in range(nproc)])

@@ -1,0 +1,169 @@
+"""Sharding: split a module's parameters across a process group, FSDP style.
+
+Design: :func:`shard_module` replaces every parameter of a module by a flat,
+padded 1-D shard (rank ``r`` of ``W`` holds elements ``[r*S, (r+1)*S)`` of the
+flattened parameter padded to ``W*S``) and registers a parametrization on the
+original name, so ``module.weight`` still reads as the full tensor:
+
+    weight = torch.ops.trace_lab.fsdp_unshard(weight_shard, shape, numel, W, group_name)
+
+``fsdp_unshard`` is a real custom op: run eagerly it all-gathers through
+``torch.distributed`` (blocking), its backward is ``fsdp_reduce_grad``, which
+reduce-scatters the full gradient and averages it over the group. Under
+``torch.compile`` both ops are opaque, so the captured programs take the shards
+as inputs and show one ``fsdp_unshard`` per parameter; the ``fsdp`` pass
+(:mod:`trace_lab.passes.fsdp`) lowers them into torch's functional collectives
+(``all_gather_into_tensor`` + ``wait_tensor``, ``reduce_scatter_tensor``), where
+the scheduling passes and the liveness model can see them. The process group
+travels as its name (``group.group_name``), the string the functional
+collectives take; every rank creates groups in the same order, so names agree.
+
+``module.parameters()`` then yields the shards (with ``.grad`` of shard shape
+after a backward), so an optimizer built on them is a sharded (ZeRO) optimizer.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.utils.parametrize as parametrize
+
+from ..errors import TraceLabError
+
+__all__ = ["shard_module", "shard_of", "Unshard", "sharded_parameters", "gather_full_parameters",
+           "group_name_of", "UNSHARD", "REDUCE_GRAD"]
+
+
+def group_name_of(group=None) -> str:
+    if not dist.is_available() or not dist.is_initialized():
+        raise TraceLabError("torch.distributed is not initialised: call torch.distributed.init_process_group "
+                            "(or run inside trace_lab.distributed.run_distributed) before sharding a module")
+    return (group or dist.group.WORLD).group_name
+
+
+def _group(group_name: str):
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    return _resolve_process_group(group_name)
+
+
+# -- the two custom ops -----------------------------------------------------------------------
+@torch.library.custom_op("trace_lab::fsdp_unshard", mutates_args=())
+def fsdp_unshard(shard: torch.Tensor, shape: list[int], numel: int, group_size: int,
+                 group_name: str) -> torch.Tensor:
+    """All-gather a flat padded shard and return the full parameter (eager path)."""
+    full = shard.new_empty([shard.numel() * group_size])
+    dist.all_gather_into_tensor(full, shard.contiguous(), group=_group(group_name))
+    return full[:numel].view(shape)
+
+
+@fsdp_unshard.register_fake
+def _unshard_fake(shard, shape, numel, group_size, group_name):
+    return shard.new_empty(shape)
+
+
+@torch.library.custom_op("trace_lab::fsdp_reduce_grad", mutates_args=())
+def fsdp_reduce_grad(grad: torch.Tensor, shard_numel: int, group_size: int, group_name: str) -> torch.Tensor:
+    """Average a full gradient over the group and keep this rank's shard (eager path)."""
+    flat = padded_flat(grad * (1.0 / group_size), shard_numel * group_size)
+    out = grad.new_empty([shard_numel])
+    dist.reduce_scatter_tensor(out, flat, group=_group(group_name))
+    return out
+
+
+@fsdp_reduce_grad.register_fake
+def _reduce_grad_fake(grad, shard_numel, group_size, group_name):
+    return grad.new_empty([shard_numel])
+
+
+def _unshard_setup(ctx, inputs, output):
+    shard, _shape, _numel, group_size, group_name = inputs
+    ctx.shard_numel, ctx.group_size, ctx.group_name = shard.numel(), group_size, group_name
+
+
+def _unshard_backward(ctx, grad):
+    return fsdp_reduce_grad(grad.contiguous(), ctx.shard_numel, ctx.group_size, ctx.group_name), None, None, None, None
+
+
+fsdp_unshard.register_autograd(_unshard_backward, setup_context=_unshard_setup)
+
+UNSHARD = torch.ops.trace_lab.fsdp_unshard.default
+REDUCE_GRAD = torch.ops.trace_lab.fsdp_reduce_grad.default
+
+
+# -- layout helpers --------------------------------------------------------------------------
+def padded_flat(t: torch.Tensor, padded_numel: int) -> torch.Tensor:
+    flat = t.reshape(-1)
+    if padded_numel > flat.numel():
+        flat = torch.nn.functional.pad(flat, (0, padded_numel - flat.numel()))
+    return flat.contiguous()
+
+
+def shard_of(t: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
+    """Rank ``rank``'s flat padded shard of ``t`` (a copy), as :func:`shard_module` lays it out."""
+    per = max(1, math.ceil(t.numel() / world_size))
+    return padded_flat(t.detach(), per * world_size)[rank * per:(rank + 1) * per].clone()
+
+
+class Unshard(nn.Module):
+    """Parametrization: flat shard -> full parameter (through ``fsdp_unshard``)."""
+
+    def __init__(self, shape, numel: int, group_size: int, group_name: str):
+        super().__init__()
+        self.shape, self.numel = list(shape), int(numel)
+        self.group_size, self.group_name = int(group_size), str(group_name)
+
+    def forward(self, shard):
+        return fsdp_unshard(shard, self.shape, self.numel, self.group_size, self.group_name)
+
+
+def shard_module(module: nn.Module, group=None) -> nn.Module:
+    """Shard every parameter of ``module`` across ``group`` (default: WORLD), in place; returns it.
+
+    Every rank must call this with an identical module (same seed / same state):
+    each keeps only its shard. Tied (shared) parameters are refused.
+    """
+    name = group_name_of(group)
+    pg = group or dist.group.WORLD
+    world, rank = dist.get_world_size(pg), dist.get_rank(pg)
+    if any(parametrize.is_parametrized(m) for m in module.modules()):
+        raise TraceLabError("shard_module: the module already has parametrizations (sharded twice?)")
+    seen: dict[int, str] = {}
+    for mod_name, mod in list(module.named_modules()):
+        for pname, p in list(mod._parameters.items()):
+            if p is None:
+                continue
+            full_name = f"{mod_name}.{pname}" if mod_name else pname
+            if id(p) in seen:
+                raise TraceLabError(f"shard_module: parameter {full_name!r} is tied to {seen[id(p)]!r}; "
+                                    "tied parameters are not supported")
+            seen[id(p)] = full_name
+            shard = nn.Parameter(shard_of(p, rank, world), requires_grad=p.requires_grad)
+            mod._parameters[pname] = shard
+            parametrize.register_parametrization(mod, pname, Unshard(p.shape, p.numel(), world, name), unsafe=True)
+    return module
+
+
+def sharded_parameters(module: nn.Module) -> dict[str, nn.Parameter]:
+    """{original parameter name: its local shard} for a module made by :func:`shard_module`."""
+    out = {}
+    for mod_name, mod in module.named_modules():
+        if not parametrize.is_parametrized(mod):
+            continue
+        for pname, plist in mod.parametrizations.items():
+            out[f"{mod_name}.{pname}" if mod_name else pname] = plist.original
+    return out
+
+
+def gather_full_parameters(module: nn.Module) -> dict[str, torch.Tensor]:
+    """{original name: full tensor}, all-gathered (collective: every rank must call it)."""
+    out = {}
+    for mod_name, mod in module.named_modules():
+        if not parametrize.is_parametrized(mod):
+            continue
+        for pname in mod.parametrizations:
+            with torch.no_grad():
+                out[f"{mod_name}.{pname}" if mod_name else pname] = getattr(mod, pname).detach().clone()
+    return out
