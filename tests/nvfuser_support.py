@@ -30,8 +30,12 @@ def whole_program_region(trace, ctx=None):
     sub = fx.GraphModule(gm, gm.graph.__deepcopy__())
     out_node = next(n for n in reversed(sub.graph.nodes) if n.op == "output")
     flat = out_node.args[0] if isinstance(out_node.args[0], (list, tuple)) else [out_node.args[0]]
-    node_outs = [x for x in flat if isinstance(x, fx.Node)]
-    out_node.args = (tuple(node_outs),)
+    orig = next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0]
+    orig_flat = orig if isinstance(orig, (list, tuple)) else [orig]
+    pairs = [(o, x) for o, x in zip(orig_flat, flat) if isinstance(x, fx.Node)]
+    unique = list(dict.fromkeys(x for _, x in pairs))
+    node_outs = unique
+    out_node.args = (tuple(unique),)
     sub.recompile()
 
     g = fx.Graph()
@@ -53,9 +57,9 @@ def whole_program_region(trace, ctx=None):
         gi = g.call_function(operator.getitem, (region, i))
         gi.meta["val"] = x.meta["val"]
         items.append(gi)
-    mapping = dict(zip(node_outs, items))
-    orig = next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0]
-    new_out = fx.node.map_arg(orig, lambda x: mapping.get(x, x))
+    by_sub = dict(zip(unique, items))
+    mapping = {o: by_sub[x] for o, x in pairs}
+    new_out = fx.node.map_arg(orig, lambda x: mapping[x])
     g.output(new_out)
     new = fx.GraphModule(root, g)
     return trace.derive(new, "whole-program region")

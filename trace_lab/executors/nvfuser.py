@@ -138,6 +138,13 @@ class NvFuserExecutor(Executor):
             raise MissingDependencyError(
                 f"executor='nvfuser' runs on CUDA devices only; this program is on {trace.device}. "
                 "Move the model and inputs to a GPU, or use executor='auto' (Inductor on CPU).")
+        # AOTAutograd calls its compilers under a FakeTensorMode; nvFuser and the warm-up need real tensors
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        with unset_fake_temporarily():
+            return self._compile(trace)
+
+    def _compile(self, trace: Trace) -> CompiledProgram:
         started = time.perf_counter()
         programs: dict[fx.Node, RegionProgram] = {}
         regions: list[dict] = []
