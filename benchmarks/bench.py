@@ -220,18 +220,27 @@ def run_all(bench: str, quick: bool, layers: list[int], timeout: float, out_dir:
             r = dict(cfg, ok=False, error=f"timed out after {timeout:.0f} s")
         r["wall_s"] = round(time.perf_counter() - started, 1)
         rows.append(r)
+        _save(bench, device, quick, rows, out_dir, final=False)
         print(f"  {bench:6s} {label(r):42s} {r.get('layers', ''):>2} "
               + (f"first {r['first_iter_s']:.2f} s  steady {r['steady_ms']:.3f} ms  peak {r.get('peak_mib') or 0:.2f} MiB"
                  if r.get("ok") else f"FAILED: {r.get('error')}"), flush=True)
+    return _save(bench, device, quick, rows, out_dir, final=True)
+
+
+def _save(bench, device, quick, rows, out_dir: Path, final: bool) -> dict:
+    """Write the JSON after every row (a killed run keeps what it measured); print the table at the end."""
+    import torch
+
     result = {"bench": bench, "date": DATE, "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
-              "device": device, "torch": torch.__version__, "quick": quick, "rows": rows}
+              "device": device, "torch": torch.__version__, "quick": quick, "complete": final, "rows": rows}
     result["targets"] = targets(bench, rows)
     slug = device.lower().replace("nvidia ", "").split()[0] if device != "no-gpu" else "cpu"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{DATE}-{slug}-{bench}.json"
     path.write_text(json.dumps(result, indent=1))
-    print(format_table(result))
-    print(f"saved {path}")
+    if final:
+        print(format_table(result))
+        print(f"saved {path}")
     return result
 
 

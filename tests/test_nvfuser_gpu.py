@@ -5,7 +5,8 @@ deep copy (``compare_runs``: assert_close's dtype defaults x100, i.e. f32 rtol
 1.3e-4 / atol 1e-3, bf16 rtol 1.6 / atol 1e-3), plus a relative-error check per
 tensor, ||a-b|| <= tol * ||b|| with tol 1e-4 for f32 and 2e-2 for bf16 (bf16
 rounds at every op and reductions reorder); no segment may fall back to torch;
-measured peak memory within [0.5x, 1.5x + 1 MiB] of the liveness prediction.
+measured peak memory at most 1.5x + 1 MiB of the liveness prediction (a region's
+prediction counts all its outputs live at once, so measured may be lower).
 Skipped cleanly without CUDA or nvfuser_direct.
 """
 from __future__ import annotations
@@ -96,7 +97,7 @@ def test_workload_matches_eager(name, strategy, size, strategy_pass):
         assert err <= (2e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-4), (where, err, dtype)
     for kind, predicted, measured in mem:
         assert measured is not None
-        assert 0.5 * predicted <= measured <= 1.5 * predicted + (1 << 20), (kind, predicted, measured)
+        assert measured <= 1.5 * predicted + (1 << 20), (kind, predicted, measured)
 
 
 def test_cache_builds_each_layer_once(strategy_pass):

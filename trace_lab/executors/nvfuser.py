@@ -60,8 +60,23 @@ class _SegmentRunner:
             if key not in self.variants:
                 self.variants[key], _ = self.executor._definition(self.seg, list(key))
             d = self.variants[key]
-        outs = d.fd.execute(ins)
-        return outs[:d.n_visible]
+        outs = d.fd.execute(ins)[:d.n_visible]
+        if self.executor.verify and not self.seg.copies:
+            self._verify(ins, outs, d)
+        return outs
+
+    def _verify(self, ins, outs, d) -> None:
+        """Debug aid (keep_definitions/verify option): compare with the segment run through torch."""
+        ref = _torch_segment(self.seg)(ins)
+        for i, (a, b) in enumerate(zip(outs, ref)):
+            den = b.double().norm().item() or 1.0
+            rel = (a.double() - b.double()).norm().item() / den
+            if not rel <= 1e-3:
+                self.executor.mismatches.append({
+                    "output": i, "rel": rel, "ops": [f"{n.name}={n.target}{tuple(n.args)}" for n in self.seg.ops],
+                    "inputs": [(tuple(t.shape), tuple(t.stride()), str(t.dtype)) for t in ins],
+                    "out": (tuple(a.shape), tuple(a.stride()), tuple(b.stride())), "definition": repr(d.fd)})
+                return
 
 
 def _torch_segment(seg: Segment):
@@ -86,8 +101,11 @@ def _torch_segment(seg: Segment):
 class NvFuserExecutor(Executor):
     materializes_regions = False
 
-    def __init__(self, fusion_cache: bool = True, keep_definitions: bool = False, **_options):
+    def __init__(self, fusion_cache: bool = True, keep_definitions: bool = False, verify: bool = False,
+                 **_options):
         self.nvf = require_nvfuser()
+        self.verify = verify  # debug: also run every segment through torch and record disagreements
+        self.mismatches: list[dict] = []
         self.fusion_cache = fusion_cache
         self.keep_definitions = keep_definitions
         self._defs: dict[str, _Definition] = {}
