@@ -170,9 +170,9 @@ def run_one(cfg: dict) -> dict:
 # ------------------------------------------------------------------------------------------
 # the driver (parent process)
 # ------------------------------------------------------------------------------------------
-def configs(bench: str, quick: bool, layers: list[int]) -> list[dict]:
+def configs(bench: str, quick: bool, layers: list[int], skip=()) -> list[dict]:
     iters = 10 if quick else 30
-    systems = [{"system": "eager"}, {"system": "torch.compile"}, {"system": "thunder"}]
+    systems = [{"system": s} for s in ("eager", "torch.compile", "thunder") if s not in skip]
     tl = []
     strats = strategies()
     for s in strats:
@@ -199,12 +199,12 @@ def label(r: dict) -> str:
     return f"trace_lab nvfuser {r['strategy']} cache={'on' if r.get('cache', True) else 'off'}"
 
 
-def run_all(bench: str, quick: bool, layers: list[int], timeout: float, out_dir: Path) -> dict:
+def run_all(bench: str, quick: bool, layers: list[int], timeout: float, out_dir: Path, skip=()) -> dict:
     import torch
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no-gpu"
     rows = []
-    for cfg in configs(bench, quick, layers):
+    for cfg in configs(bench, quick, layers, skip):
         started = time.perf_counter()
         env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", PYTHONUNBUFFERED="1")
         try:
@@ -333,6 +333,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, nargs="+", default=[2, 8])
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per configuration")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--skip", nargs="*", default=[], help="systems to leave out (e.g. thunder)")
     args = ap.parse_args(argv)
     if args.bench == "_one":
         r = run_one(json.loads(args.rest[0]))
@@ -344,7 +345,7 @@ def main(argv=None) -> int:
             print()
         return 0
     for b in (["memory", "adam", "llama"] if args.bench == "all" else [args.bench]):
-        run_all(b, args.quick, args.layers, args.timeout, args.out)
+        run_all(b, args.quick, args.layers, args.timeout, args.out, args.skip)
     return 0
 
 
