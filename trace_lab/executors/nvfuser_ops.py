@@ -537,10 +537,6 @@ def fusible_reason(node: fx.Node) -> str | None:
     for t in outs:
         if t.device.type == "cpu":
             return f"{node.target}: result on the CPU (nvFuser computes on CUDA only)"
-        if t.dtype in (torch.int64, torch.int32) and node.target not in METADATA_OPS:
-            # seen on H200/nvFuser 0.2.36: an outer product of one index vector with itself (causal
-            # masks from arange) maps both axes to one iteration domain and computes a wrong mask
-            return f"{node.target}: integer index arithmetic stays in torch (nvFuser self-mapping)"
         if t.dtype not in SUPPORTED_DTYPES:
             return f"{node.target}: dtype {t.dtype} not supported by the translator"
     for a in node.all_input_nodes:
