@@ -103,13 +103,18 @@ def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: boo
     import torch._inductor
     import torch._inductor.config as inductor_config
 
-    gm = copy.deepcopy(sub)
-    examples = [_example(v) for v in input_vals]
+    from torch._guards import tracing
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
     patches = {}
     if disable_inductor_caches:
         patches = {"force_disable_caches": True, "fx_graph_cache": False, "autotune_local_cache": False,
                    "autotune_remote_cache": False, "fx_graph_remote_cache": False}
-    with inductor_config.patch(patches):
+    # The executor is called from inside the capture's AOTAutograd compile (its fake mode and
+    # tracing context are active); a region is a separate program, compiled in a clean context.
+    with unset_fake_temporarily(), tracing(None), inductor_config.patch(patches):
+        gm = copy.deepcopy(sub)
+        examples = [_example(v) for v in input_vals]
         compiled = torch._inductor.compile(gm, examples)
 
     def run(*args):

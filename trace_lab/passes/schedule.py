@@ -22,11 +22,14 @@ never worse than the order it started from.
 later fusible unit ``j`` (units in between that depend on ``i`` move after the
 merged unit, the others before it; the merge is refused when ``j`` depends on
 one of the movers, which would be a cycle), and keeps a merge only when the
-predicted peak of the whole program does not rise.
+high-water mark of the stretch i..j does not rise. Everything outside the
+stretch is unchanged (the same units ran before and after it), so the program's
+peak cannot rise either; and holding the stretch to its own peak, rather than
+the program's, stops far-apart ops being pulled together wherever the program
+is below its peak, which is how horizontal fusion stretches lifetimes.
 """
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -329,7 +332,7 @@ class _Profile:
     def __init__(self, model: MemoryModel, order):
         self.model, self.order = model, order
         costs = [model.cost(u) for u in order]
-        self.peak, self.hws, self.before = _simulate(costs, model.nbytes, model.pinned, keep_profile=True)
+        _, self.hws, self.before = _simulate(costs, model.nbytes, model.pinned, keep_profile=True)
         self.last: dict[int, Unit] = {}
         for u, c in zip(order, costs):
             for b in c.touched:
@@ -338,13 +341,6 @@ class _Profile:
 
     def _reindex(self) -> None:
         self.pos = {u: k for k, u in enumerate(self.order)}
-        self.prefix = list(itertools.accumulate(self.hws, max))
-        self.suffix = list(itertools.accumulate(reversed(self.hws), max))[::-1]
-
-    def outside(self, i: int, j: int) -> int:
-        left = self.prefix[i - 1] if i > 0 else 0
-        right = self.suffix[j + 1] if j + 1 < len(self.suffix) else 0
-        return max(left, right)
 
     def window(self, new, i: int, j: int):
         """(peak, high waters, live-befores) of running ``new`` in place of positions i..j."""
@@ -380,7 +376,6 @@ class _Profile:
         self.order[i:j + 1] = new
         self.hws[i:j + 1] = hws
         self.before[i:j + 1] = before
-        self.peak = max(self.hws) if self.hws else 0
         self._reindex()
 
 
@@ -393,7 +388,7 @@ def _merge_at(model, order, i, prof: _Profile, window, partners) -> bool:
         new = _try_merge(model.graph, order, i, j)
         if new is not None:
             wpeak, hws, before = prof.window(new, i, j)
-            if max(prof.outside(i, j), wpeak) <= prof.peak:
+            if wpeak <= max(prof.hws[i:j + 1]):  # the stretch it reorders peaks no higher
                 prof.replace(new, i, j, hws, before)
                 return True
         if tried >= partners:
