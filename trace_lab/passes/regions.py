@@ -128,9 +128,8 @@ def build_trace(trace: Trace, units, stage: str, info: dict | None = None) -> Tr
                     if g is not n:
                         env[g] = graph.node_copy(g, env.__getitem__)
     graph.node_copy(output, env.__getitem__)
-    gm = fx.GraphModule(root, graph)
+    gm = fx.GraphModule(root, graph)  # builds (recompiles) the forward code
     gm.graph.lint()
-    gm.recompile()
     meta_info = dict(info or {})
     meta_info["regions"] = regions
     return trace.derive(gm, stage, info=meta_info)
