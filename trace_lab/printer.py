@@ -133,14 +133,14 @@ def _types(node: fx.Node, trace) -> str:
     return f'{trace.name(node)}: "{type_comment(val)}"'
 
 
-def _region_lines(node: fx.Node, indent: str) -> list[str]:
-    sub = node.graph.owning_module.get_submodule(node.target)
-    from .trace import Trace
-
-    inner = Trace(sub, "region")
+def _region_lines(node: fx.Node, trace, indent: str) -> list[str]:
+    """The region's ops, commented out, named as the program names them (Thunder style)."""
+    sub = trace.gm.get_submodule(node.target)
     out = []
-    for n in inner.ops:
-        out.append(f"{indent}  # {_lhs(n, inner)} = {_call(n, inner.name)}  # {_types(n, inner)}")
+    for n in sub.graph.nodes:
+        if n.op not in ("call_function", "call_module", "call_method") or is_getitem(n):
+            continue
+        out.append(f"{indent}  # {_lhs(n, trace)} = {_call(n, trace.name)}  # {_types(n, trace)}")
     return out
 
 
@@ -182,7 +182,7 @@ def format_trace(trace, annotate: bool = True) -> str:
             line += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"
         out.append(line)
         if n.op == "call_module":
-            out.extend(_region_lines(n, "  "))
+            out.extend(_region_lines(n, trace, "  "))
         if dels.get(n):
             out.append(f"  del {', '.join(dels[n])}")
     ret = trace.output_node.args[0]

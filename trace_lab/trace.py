@@ -112,19 +112,57 @@ class Trace:
             names[n] = name
             used.add(name)
         counter = 0
+
+        def fresh() -> str:
+            nonlocal counter
+            while f"t{counter}" in used:
+                counter += 1
+            used.add(f"t{counter}")
+            counter += 1
+            return f"t{counter - 1}"
+
+        regions = []
         for n in self.graph.nodes:
             if n.op in ("placeholder", "output"):
                 continue
+            if n.op == "call_module" and isinstance(n.meta.get("region"), dict):
+                regions.append(n)
+                self._name_region_inner(n, names, fresh, outer_names=False)
             vals = n.meta.get("val")
             multi = isinstance(vals, (list, tuple))
             if multi and not is_getitem(n):
                 continue  # elements are named through their getitem users
-            while f"t{counter}" in used:
-                counter += 1
-            names[n] = f"t{counter}"
-            used.add(names[n])
-            counter += 1
+            names[n] = fresh()
+        for n in regions:
+            self._name_region_inner(n, names, fresh, outer_names=True)
         return names
+
+    def _name_region_inner(self, node: fx.Node, names: dict, fresh, outer_names: bool) -> None:
+        """Fused region internals share the program's namespace: inputs and outputs
+        take the names of the values outside; inner temporaries get fresh names."""
+        try:
+            sub = self.gm.get_submodule(node.target)
+        except AttributeError:
+            return
+        out = next((m for m in reversed(sub.graph.nodes) if m.op == "output"), None)
+        results = list(out.args[0]) if out is not None and isinstance(out.args[0], (list, tuple)) else []
+        getitems = {u.args[1]: u for u in node.users if is_getitem(u)}
+        if outer_names:
+            phs = [m for m in sub.graph.nodes if m.op == "placeholder"]
+            for m, a in zip(phs, node.args):
+                if isinstance(a, fx.Node) and a in names:
+                    names[m] = names[a]
+            for k, m in enumerate(results):
+                if isinstance(m, fx.Node) and k in getitems and getitems[k] in names:
+                    names[m] = names[getitems[k]]
+            return
+        escaping = {m for m in results if isinstance(m, fx.Node)}
+        for m in sub.graph.nodes:
+            if m.op in ("placeholder", "output") or m in escaping:
+                continue
+            if isinstance(m.meta.get("val"), (list, tuple)) and not is_getitem(m):
+                continue
+            names[m] = fresh()
 
     # -- analyses -----------------------------------------------------------------------
     def liveness(self, materialized_regions: bool | None = None):

@@ -19,6 +19,9 @@ and each value is dropped right after its last use (the ``del`` lines):
 * a fused region allocates only its outputs when its executor keeps inner values
   in registers (nvFuser, Inductor); with ``materialized_regions=True`` (the eager
   executor runs a region op by op) the region's inner peak is added on its line.
+  A region output that is a view of a region input, or of the same inner buffer
+  as an earlier output, shares that buffer (``meta['region']['aliases']``), as
+  the executors return it (Inductor/AOTAutograd regenerate such views).
 
 Not modelled: workspace that an op allocates and frees inside itself (matmul
 on some backends, reductions' partials). Those show up as measured > predicted.
@@ -32,7 +35,7 @@ import torch.fx as fx
 
 from ..trace import is_getitem, tensor_values
 
-__all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "CUDA_ROUNDING"]
+__all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "alias_sources", "CUDA_ROUNDING"]
 
 CUDA_ROUNDING = 512
 ALIASING_WITHOUT_SCHEMA = {"_unsafe_view", "wait_tensor"}  # wait_tensor returns its argument
@@ -139,14 +142,37 @@ def _node_arg(node: fx.Node, index: int):
     return node.kwargs.get(schema.arguments[index].name)
 
 
-def _region_inner_peak(node: fx.Node, rounding: int) -> int:
+def alias_sources(node: fx.Node) -> list:
+    """For each flat output slot: None (a new buffer), the argument node whose buffer
+    it shares, or the int index of an earlier output slot whose buffer it shares."""
+    n_out = len(tensor_values(node.meta.get("val")))
+    if node.op == "call_function":
+        out = []
+        for idx in _aliased_arg_index(node):
+            src = _node_arg(node, idx) if idx is not None else None
+            out.append(src if isinstance(src, fx.Node) else None)
+        return out
+    if node.op == "call_module":
+        aliases = (node.meta.get("region") or {}).get("aliases") or [None] * n_out
+        out = []
+        for a in aliases:
+            if a is None:
+                out.append(None)
+            elif a[0] == "input":
+                out.append(node.args[a[1]])
+            else:  # ("output", k)
+                out.append(int(a[1]))
+        return out
+    return [None] * n_out
+
+
+def _region_inner_peak(node: fx.Node, rounding: int, allocated: int) -> int:
     """Extra bytes a fused region holds while it runs op by op (eager executor)."""
     sub = node.graph.owning_module.get_submodule(node.target)
     from ..trace import Trace
 
     inner = compute_liveness(Trace(sub, "region"), materialized_regions=True, rounding=rounding)
-    outputs = sum(tensor_bytes(t, rounding) for t in tensor_values(node.meta.get("val")) if t is not None)
-    return max(0, inner.peak_above_inputs_bytes - outputs)
+    return max(0, inner.peak_above_inputs_bytes - allocated)
 
 
 def compute_liveness(trace, materialized_regions: bool = False, rounding: int | None = None) -> Liveness:
@@ -229,14 +255,16 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
         outs = tensor_values(n.meta.get("val"))
         allocated = 0
         bids: list[int | None] = []
-        aliases = _aliased_arg_index(n) if n.op == "call_function" else [None] * len(outs)
-        for t, alias_idx in zip(outs, aliases):
+        for t, src in zip(outs, alias_sources(n)):
             if t is None:
                 bids.append(None)
                 continue
-            if alias_idx is not None:
-                src = _node_arg(n, alias_idx)
-                src_bids = value_buffers.get(src, []) if isinstance(src, fx.Node) else []
+            if isinstance(src, int) and src < len(bids) and bids[src] is not None:
+                bids.append(bids[src])
+                refs[bids[src]] += 1
+                continue
+            if isinstance(src, fx.Node):
+                src_bids = value_buffers.get(src, [])
                 if src_bids and src_bids[0] is not None:
                     bids.append(src_bids[0])
                     refs[src_bids[0]] += 1
@@ -245,7 +273,7 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
             refs[bid] += 1
             allocated += buffers[bid]
             bids.append(bid)
-        inner = _region_inner_peak(n, rounding) if (materialized_regions and n.op == "call_module") else 0
+        inner = _region_inner_peak(n, rounding, allocated) if (materialized_regions and n.op == "call_module") else 0
         high_water = live + allocated + inner
         live += allocated
 

@@ -75,9 +75,10 @@ def resolve_executor(name: str, device: torch.device) -> tuple[str, str]:
     if name != "auto":
         return name, f"requested executor={name}"
     if device.type == "cuda":
-        try:
-            import nvfuser_direct  # noqa: F401
-        except Exception as e:  # noqa: BLE001 - any import failure means 'not usable'
-            return "inductor", f"auto: nvFuser not usable here ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else 'no message'}); using Inductor"
+        from .nvfuser_import import unavailable_reason
+
+        why = unavailable_reason()
+        if why is not None:
+            return "inductor", f"auto: nvFuser not usable here ({why}); using Inductor"
         return "nvfuser", "auto: CUDA device and nvfuser_direct imports"
     return "inductor", f"auto: device is {device.type}, nvFuser needs CUDA; using Inductor"

@@ -43,6 +43,25 @@ def _part_summary(part, materialized: bool) -> dict:
     }
 
 
+def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]]:
+    """One row per program part whose executor compiled fused regions: the fusion cache's work."""
+    rows = []
+    for p in programs:
+        for kind in ("forward", "inference", "backward"):
+            regs = (p.get(kind) or {}).get("regions") or []
+            if not regs:
+                continue
+            hits = sum(1 for r in regs if r.get("cache_hit"))
+            seconds = sum(r.get("compile_seconds", 0.0) for r in regs)
+            per = ", ".join(f"{r['name']} {'hit' if r.get('cache_hit') else format(r.get('compile_seconds', 0.0), '.2f') + ' s'}"
+                            for r in regs[:listed])
+            more = f", ... {len(regs) - listed} more" if len(regs) > listed else ""
+            rows.append((f"regions {kind} #{p['index']}",
+                         f"{len(regs)} regions, {len({r.get('signature') for r in regs})} unique signatures, "
+                         f"{hits} cache hits, {len(regs) - hits} misses, {seconds:.2f} s compiling ({per}{more})"))
+    return rows
+
+
 @dataclass
 class Report:
     name: str
@@ -157,6 +176,7 @@ class Report:
                     s = p[kind]["stages"][-1]
                     rows.append((f"{kind} #{p['index']}", f"{s['ops']} ops, {s['regions']} fused regions"
                                  + (f", {p['reason']}" if p["reason"] != "first compile" else "")))
+        rows += _region_rows(self.programs)
         if self.comparison is not None:
             c = self.comparison
             rows.append(("vs eager", ("matches" if c["ok"] else "DIFFERS") + f", max |diff| {c['max_abs_diff']:.3g} "

@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""GPU benchmark of issue 4: eager, torch.compile, trace_lab (nvFuser) and Thunder, ratios from one run.
+
+    python benchmarks/bench.py llama  [--quick] [--layers 2 8]   # first iteration, steady state, peak
+    python benchmarks/bench.py adam   [--quick]                  # Adam.step: step time, compile time
+    python benchmarks/bench.py memory [--quick]                  # memory_peak_efficient_func: peak
+    python benchmarks/bench.py all    [--quick]
+    python benchmarks/bench.py report benchmarks/results/*.json  # BENCHMARKS.md table from saved runs
+
+Every configuration runs in its own process (cold caches: Inductor's on-disk cache
+is disabled, nvFuser starts empty) under a timeout, so one hang or crash costs
+only its row. Steady state is the median of CUDA-event-timed iterations; peak is
+``max_memory_allocated`` above what was allocated before the iteration. Results go
+to ``benchmarks/results/<date>-<device>-<bench>.json`` and a table with the
+issue's targets (met / missed by how much) is printed.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+ALL_STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+
+
+def strategies() -> tuple[str, ...]:
+    """The fusion strategies to run: the fusion passes' when present, else 'whole' (one region per
+    program, split by the nvFuser executor itself; tests/nvfuser_support.py) as a stand-in."""
+    sys.path.insert(0, str(ROOT))
+    from trace_lab.passes import PASSES, _load_passes
+
+    _load_passes()
+    return ALL_STRATEGIES if "fusion" in PASSES else ("whole",)
+DATE = "2026-11-22"  # the date of the issue's anchor measurements; results are filed under it
+
+
+# ------------------------------------------------------------------------------------------
+# one configuration (child process)
+# ------------------------------------------------------------------------------------------
+def _cuda_time(fn, iters: int) -> list[float]:
+    import torch
+
+    out = []
+    for _ in range(iters):
+        torch.cuda.synchronize()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        out.append(s.elapsed_time(e))
+    return out
+
+
+def _compile(system: str, fn, strategy=None, cache=True):
+    """(compiled callable, stats callable) for one system."""
+    import torch
+
+    if system == "eager":
+        return fn, lambda: {}
+    if system == "torch.compile":
+        return torch.compile(fn), lambda: {}
+    if system == "thunder":
+        import thunder
+
+        return thunder.jit(fn), lambda: {}
+    if system == "trace_lab":
+        import trace_lab
+
+        if strategy == "whole":
+            from tests.nvfuser_support import whole_program_region
+            from trace_lab.passes import PASSES
+
+            PASSES["fusion"], strategy = whole_program_region, "dataflow"
+        jfn = trace_lab.jit(fn, fusion=strategy, executor="nvfuser", fusion_cache=cache)
+
+        def stats():
+            regions = [r for p in jfn.programs for part in p.parts if part.compiled
+                       for r in part.compiled.regions]
+            segs = [s for r in regions for s in r["segments"]]
+            ex = jfn._executors.get("nvfuser")
+            return {"regions": len(regions), "segments": len(segs),
+                    "definitions_built": getattr(ex, "misses", None), "definitions_reused": getattr(ex, "hits", None),
+                    "fallbacks": sum(1 for s in segs if "fallback" in s),
+                    "nvfuser_compile_s": round(sum(s.get("compile_seconds", 0.0) for s in segs), 3),
+                    "executor_reasons": jfn.executor_reasons}
+
+        return jfn, stats
+    raise ValueError(system)
+
+
+def run_one(cfg: dict) -> dict:
+    import torch
+
+    os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+    sys.path.insert(0, str(ROOT))
+    from examples import workloads
+
+    dev = "cuda"
+    res = dict(cfg)
+    if cfg["bench"] == "llama":
+        model, (x,) = workloads.make_llama(cfg["layers"])(dev, "full")
+        compiled, stats = _compile(cfg["system"], model, cfg.get("strategy"), cfg.get("cache", True))
+
+        def step():
+            out = compiled(x)
+            out.float().sum().backward()
+            model.zero_grad(set_to_none=True)
+
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        res["first_iter_s"] = time.perf_counter() - t0
+        for _ in range(2):
+            step()
+        times = _cuda_time(step, cfg["iters"])
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        res["peak_mib"] = (torch.cuda.max_memory_allocated() - before) / 2 ** 20
+    elif cfg["bench"] == "adam":
+        fn, _ = workloads.make_adam_step(dev, "full")
+        compiled, stats = _compile(cfg["system"], fn, cfg.get("strategy"), cfg.get("cache", True))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        compiled()
+        torch.cuda.synchronize()
+        res["first_iter_s"] = time.perf_counter() - t0
+        compiled()
+        times = _cuda_time(compiled, cfg["iters"])
+        res["peak_mib"] = None
+    elif cfg["bench"] == "memory":
+        fn, (t0s, a) = workloads.make_memory_peak(dev, "full")
+        compiled, stats = _compile(cfg["system"], fn, cfg.get("strategy"), cfg.get("cache", True))
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        compiled(t0s, a)
+        torch.cuda.synchronize()
+        res["first_iter_s"] = time.perf_counter() - t0
+        times = _cuda_time(lambda: compiled(t0s, a), cfg["iters"])
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = compiled(t0s, a)
+        torch.cuda.synchronize()
+        res["peak_mib"] = (torch.cuda.max_memory_allocated() - before) / 2 ** 20
+        del out
+    else:
+        raise ValueError(cfg["bench"])
+    res["steady_ms"] = statistics.median(times)
+    res["iter_ms"] = [round(t, 4) for t in times]
+    if "first_iter_s" in res:
+        res["compile_s"] = max(0.0, res["first_iter_s"] - res["steady_ms"] / 1e3)
+    res["stats"] = stats()
+    res["ok"] = True
+    return res
+
+
+# ------------------------------------------------------------------------------------------
+# the driver (parent process)
+# ------------------------------------------------------------------------------------------
+def configs(bench: str, quick: bool, layers: list[int], skip=()) -> list[dict]:
+    iters = 10 if quick else 30
+    systems = [{"system": s} for s in ("eager", "torch.compile", "thunder") if s not in skip]
+    tl = []
+    strats = strategies()
+    for s in strats:
+        tl.append({"system": "trace_lab", "strategy": s, "cache": True})
+        if not quick or s in ("dataflow", "whole"):
+            tl.append({"system": "trace_lab", "strategy": s, "cache": False})
+    out = []
+    if bench == "llama":
+        for n in layers:
+            for c in systems + tl:
+                if quick and c.get("cache") is False and n == layers[0] and len(layers) > 1:
+                    continue  # quick: the cache-off run only where it matters (most layers)
+                out.append({"bench": "llama", "layers": n, "iters": iters, **c})
+    elif bench == "adam":
+        out = [{"bench": "adam", "iters": iters * 2, **c} for c in systems + tl]
+    elif bench == "memory":
+        out = [{"bench": "memory", "iters": iters, **c} for c in systems + tl if c.get("cache", True)]
+    return out
+
+
+def label(r: dict) -> str:
+    if r["system"] != "trace_lab":
+        return r["system"]
+    return f"trace_lab nvfuser {r['strategy']} cache={'on' if r.get('cache', True) else 'off'}"
+
+
+def run_all(bench: str, quick: bool, layers: list[int], timeout: float, out_dir: Path, skip=()) -> dict:
+    import torch
+
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no-gpu"
+    rows = []
+    for cfg in configs(bench, quick, layers, skip):
+        started = time.perf_counter()
+        env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", PYTHONUNBUFFERED="1")
+        try:
+            p = subprocess.run([sys.executable, __file__, "_one", json.dumps(cfg)], capture_output=True, text=True,
+                               timeout=timeout, env=env, cwd=ROOT)
+            line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+            if line:
+                r = json.loads(line[-1][7:])
+            else:
+                tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+                r = dict(cfg, ok=False, error=" | ".join(tail)[-400:])
+        except subprocess.TimeoutExpired:
+            r = dict(cfg, ok=False, error=f"timed out after {timeout:.0f} s")
+        r["wall_s"] = round(time.perf_counter() - started, 1)
+        rows.append(r)
+        _save(bench, device, quick, rows, out_dir, final=False)
+        print(f"  {bench:6s} {label(r):42s} {r.get('layers', ''):>2} "
+              + (f"first {r['first_iter_s']:.2f} s  steady {r['steady_ms']:.3f} ms  peak {r.get('peak_mib') or 0:.2f} MiB"
+                 if r.get("ok") else f"FAILED: {r.get('error')}"), flush=True)
+    return _save(bench, device, quick, rows, out_dir, final=True)
+
+
+def _save(bench, device, quick, rows, out_dir: Path, final: bool) -> dict:
+    """Write the JSON after every row (a killed run keeps what it measured); print the table at the end."""
+    import torch
+
+    result = {"bench": bench, "date": DATE, "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
+              "device": device, "torch": torch.__version__, "quick": quick, "complete": final, "rows": rows}
+    result["targets"] = targets(bench, rows)
+    slug = device.lower().replace("nvidia ", "").split()[0] if device != "no-gpu" else "cpu"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{DATE}-{slug}-{bench}.json"
+    path.write_text(json.dumps(result, indent=1))
+    if final:
+        print(format_table(result))
+        print(f"saved {path}")
+    return result
+
+
+def _find(rows, **kw):
+    for r in rows:
+        if r.get("ok") and all(r.get(k) == v for k, v in kw.items()):
+            return r
+    return None
+
+
+def _target(name, value, limit, unit, better="lower", note=""):
+    if value is None or limit is None:
+        return {"target": name, "met": None, "detail": "not measured" + (f" ({note})" if note else "")}
+    met = value <= limit if better == "lower" else value >= limit
+    return {"target": name, "met": met, "value": value, "limit": limit,
+            "detail": f"{value:.3g}{unit} vs limit {limit:.3g}{unit}"
+            + ("" if met else f" (missed by {value / limit:.2f}x)")}
+
+
+def targets(bench: str, rows: list[dict]) -> list[dict]:
+    out = []
+    STRATEGIES = list(dict.fromkeys(r["strategy"] for r in rows if r["system"] == "trace_lab"))
+    if bench == "llama":
+        ls = sorted({r["layers"] for r in rows})
+        lo, hi = (ls[0], ls[-1]) if ls else (2, 8)
+        tc_hi = _find(rows, system="torch.compile", layers=hi)
+        eager_hi = _find(rows, system="eager", layers=hi)
+        for s in STRATEGIES:
+            a, b = _find(rows, system="trace_lab", strategy=s, cache=True, layers=lo), \
+                _find(rows, system="trace_lab", strategy=s, cache=True, layers=hi)
+            out.append(_target(f"{s}: first iter {hi}L <= 1.3x {lo}L", b and b["first_iter_s"],
+                               a and 1.3 * a["first_iter_s"], " s"))
+            out.append(_target(f"{s}: first iter {hi}L < torch.compile's", b and b["first_iter_s"],
+                               tc_hi and tc_hi["first_iter_s"], " s"))
+            out.append(_target(f"{s}: steady {hi}L <= 1.1x torch.compile", b and b["steady_ms"],
+                               tc_hi and 1.1 * tc_hi["steady_ms"], " ms"))
+            out.append(_target(f"{s}: steady {hi}L < eager", b and b["steady_ms"], eager_hi and eager_hi["steady_ms"],
+                               " ms"))
+    elif bench == "adam":
+        tc = _find(rows, system="torch.compile")
+        for s in STRATEGIES:
+            r = _find(rows, system="trace_lab", strategy=s, cache=True)
+            out.append(_target(f"{s}: step <= torch.compile's", r and r["steady_ms"], tc and tc["steady_ms"], " ms"))
+            out.append(_target(f"{s}: compile <= 0.1x torch.compile's", r and r["compile_s"],
+                               tc and 0.1 * tc["compile_s"], " s"))
+    elif bench == "memory":
+        eager = _find(rows, system="eager")
+        best = "memory" if "memory" in STRATEGIES else (STRATEGIES or ["memory"])[0]
+        r = _find(rows, system="trace_lab", strategy=best, cache=True)
+        out.append(_target(f"{best} strategy peak == eager's", r and r["peak_mib"], eager and eager["peak_mib"], " MiB"))
+    return out
+
+
+def format_table(result: dict) -> str:
+    rows = result["rows"]
+    bench = result["bench"]
+    lines = [f"## {bench} - {result['device']}, torch {result['torch']}, measured {result['measured_at']}"
+             + (" (quick)" if result.get("quick") else ""), ""]
+    ref = {}
+    for r in rows:
+        if r.get("ok") and r["system"] == "eager":
+            ref[r.get("layers")] = r
+    lines.append("| config | layers | first iter (s) | steady (ms) | vs eager | peak (MiB) | definitions built/reused |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for r in rows:
+        st = r.get("stats") or {}
+        defs = f"{st.get('definitions_built')}/{st.get('definitions_reused')}" if st.get("definitions_built") is not None else ""
+        if not r.get("ok"):
+            lines.append(f"| {label(r)} | {r.get('layers', '')} | failed: {r.get('error', '')[:90]} | | | | |")
+            continue
+        e = ref.get(r.get("layers"))
+        ratio = f"{r['steady_ms'] / e['steady_ms']:.2f}x" if e else ""
+        peak = f"{r['peak_mib']:.2f}" if r.get("peak_mib") is not None else ""
+        lines.append(f"| {label(r)} | {r.get('layers', '')} | {r['first_iter_s']:.2f} | {r['steady_ms']:.3f} | {ratio} "
+                     f"| {peak} | {defs} |")
+    lines.append("")
+    lines.append("| target | met | detail |")
+    lines.append("|---|---|---|")
+    for t in result["targets"]:
+        met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
+        lines.append(f"| {t['target']} | {met} | {t['detail']} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("bench", choices=["llama", "adam", "memory", "all", "report", "_one"])
+    ap.add_argument("rest", nargs="*")
+    ap.add_argument("--quick", action="store_true", help="fewer iterations; cache-off runs only where they matter")
+    ap.add_argument("--layers", type=int, nargs="+", default=[2, 8])
+    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per configuration")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--skip", nargs="*", default=[], help="systems to leave out (e.g. thunder)")
+    args = ap.parse_args(argv)
+    if args.bench == "_one":
+        r = run_one(json.loads(args.rest[0]))
+        print("RESULT " + json.dumps(r), flush=True)
+        return 0
+    if args.bench == "report":
+        for p in args.rest:
+            print(format_table(json.loads(Path(p).read_text())))
+            print()
+        return 0
+    for b in (["memory", "adam", "llama"] if args.bench == "all" else [args.bench]):
+        run_all(b, args.quick, args.layers, args.timeout, args.out, args.skip)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

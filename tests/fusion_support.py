@@ -1,0 +1,148 @@
+"""Shared helpers for the fusion / Inductor tests.
+
+Capturing a workload (torch.compile + AOTAutograd) costs seconds, so each one is
+captured once per test session: :func:`captured` jits it with no fusion and the
+eager executor, runs it (forward + backward), then runs it again while recording
+the real argument list each program part receives. Tests then apply a fusion
+strategy to the captured trace, compile it with an executor and run it on copies
+of those arguments, comparing every output (the backward part's outputs are
+the gradients) with the unfused program run by the eager interpreter.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import trace_lab
+from examples import workloads
+from trace_lab.executors.base import Executor
+from trace_lab.inspection import default_loss
+from trace_lab.executors.eager import interpret
+from trace_lab.executors.inductor import inductor_can_fuse
+from trace_lab.jit import Options
+from trace_lab.measure import measure_peak
+from trace_lab.passes import PassContext
+from trace_lab.passes.fusion import fusion_pass
+from trace_lab.trace import Trace
+
+STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+
+
+@dataclass
+class Part:
+    workload: str
+    kind: str
+    trace: Trace  # as captured
+    inputs: list
+
+
+@functools.lru_cache(maxsize=None)
+def captured(name: str) -> tuple:
+    """The program parts of a workload (size='small', CPU) with recorded real inputs."""
+    w = workloads.get(name)
+    fn, args = w.make("cpu", "small")
+    jfn = trace_lab.jit(fn, fusion="none", executor="eager")
+
+    def call():
+        out = jfn(*args)
+        if w.backward:
+            default_loss(out).backward()
+
+    call()
+    recorded: dict = {}
+    for p in jfn.programs:
+        for part in p.parts:
+            original = part.compiled.run
+
+            def spy(a, _key=(p.index, part.kind), _run=original):
+                recorded[_key] = [fresh_copy(x) for x in a]
+                return _run(a)
+
+            part.compiled.run = spy
+    call()
+    parts = []
+    for p in jfn.programs:
+        for part in p.parts:
+            if (p.index, part.kind) in recorded:
+                parts.append(Part(name, part.kind, part.traces[0], recorded[(p.index, part.kind)]))
+    return tuple(parts)
+
+
+def fresh_copy(x):
+    """An independent tensor with the same values, sizes, strides and storage offset."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    base = torch.empty(x.untyped_storage().nbytes() // x.element_size(), dtype=x.dtype, device=x.device)
+    y = base.as_strided(x.shape, x.stride(), x.storage_offset())
+    with torch.no_grad():
+        y.copy_(x)
+    return y.requires_grad_(False)
+
+
+def fuse(trace: Trace, strategy: str, executor) -> Trace:
+    return fusion_pass(trace, PassContext(Options(fusion=strategy), executor))
+
+
+def assert_same_outputs(got, expected, what: str) -> None:
+    assert len(got) == len(expected), what
+    for i, (a, b) in enumerate(zip(got, expected)):
+        if isinstance(b, torch.Tensor):
+            assert isinstance(a, torch.Tensor), f"{what}: output {i} is {type(a).__name__}"
+            assert a.shape == b.shape and a.dtype == b.dtype, f"{what}: output {i} {a.shape}/{a.dtype} vs {b.shape}/{b.dtype}"
+            # Inductor may reorder float reductions: f32 tolerances a little wider than assert_close's.
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=lambda m: f"{what}: output {i}: {m}")
+        else:
+            assert a == b, f"{what}: output {i}"
+
+
+def check_part(part: Part, strategy: str, executor) -> dict:
+    """Fuse, compile, run twice (warm, then measured); compare with unfused eager; return figures."""
+    reference = interpret(part.trace)([fresh_copy(x) for x in part.inputs])
+    fused = fuse(part.trace, strategy, executor)
+    fused.gm.graph.lint()
+    program = executor.compile(fused)
+    what = f"{part.workload} {part.kind} fusion={strategy} executor={executor.name}"
+    assert_same_outputs(program.run([fresh_copy(x) for x in part.inputs]), reference, what)
+    outs, measured, method = measure_peak(program.run, [fresh_copy(x) for x in part.inputs], fused.device)
+    assert_same_outputs(outs, reference, what + " (second run)")
+    predicted = fused.liveness(executor.materializes_regions).peak_above_inputs_bytes
+    return {"what": what, "predicted": predicted, "measured": measured, "method": method, "trace": fused,
+            "program": program}
+
+
+class StubExecutor(Executor):
+    """An executor for pass tests: a fusibility rule and a materialisation flag, nothing else."""
+
+    name = "stub"
+
+    def __init__(self, can_fuse=inductor_can_fuse, materializes_regions: bool = False):
+        self._can_fuse = can_fuse
+        self.materializes_regions = materializes_regions
+
+    def can_fuse(self, node: fx.Node) -> bool:
+        return self._can_fuse(node)
+
+
+def hand_trace(fn, *example_args, names=None, kind="inference") -> Trace:
+    """A Trace of ``fn`` traced to aten ops (FakeTensor meta on every node), for hand-worked tests."""
+    def as_tuple(*args):  # captured programs return tuples; so do hand-built ones
+        out = fn(*args)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+    gm = make_fx(as_tuple, tracing_mode="fake")(*example_args)
+    return Trace(gm, kind, "as captured", names or [f"x{i}" for i in range(len(example_args))])
+
+
+def ops_of(trace: Trace) -> list:
+    """Each line as (region ops as a tuple of op names) or a plain op name, in order."""
+    out = []
+    for n in trace.ops:
+        if n.op == "call_module":
+            out.append(tuple(op.split(".")[1] for op in n.meta["region"]["ops"]))
+        else:
+            out.append(n.target._opname if hasattr(n.target, "_opname") else str(n.target))
+    return out

@@ -1,0 +1,112 @@
+"""A CPU stand-in for ``nvfuser_direct``: the FusionDefinition API evaluated with torch.
+
+Only for checking the translator's own logic (decompositions, dtype handling,
+broadcast bookkeeping, output/alias plumbing) without a GPU: each ``fd.ops``
+call records a torch computation that ``execute`` replays. It does not model
+nvFuser's code generation; GPU tests run the real thing.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+class DataType:
+    Float, Half, BFloat16, Double = torch.float32, torch.float16, torch.bfloat16, torch.float64
+    Int, Int32, Bool = torch.int64, torch.int32, torch.bool
+
+
+class _V:
+    def __init__(self, fn, deps):
+        self.fn, self.deps = fn, deps
+
+    def dtype(self):
+        return None
+
+
+def _ev(x, env):
+    if isinstance(x, _V):
+        if id(x) not in env:
+            env[id(x)] = x.fn(*[_ev(d, env) for d in x.deps])
+        return env[id(x)]
+    if isinstance(x, (list, tuple)):
+        return type(x)(_ev(v, env) for v in x)
+    return x
+
+
+def _lazy(fn):
+    return lambda *args: _V(fn, list(args))
+
+
+def _bid(x, shape, dims):
+    new = [1] * len(shape)
+    for i, d in enumerate(dims):
+        new[d] = x.shape[i]
+    return x.reshape(new).expand(shape)
+
+
+def _squeeze(x, dims):
+    for d in sorted(dims, reverse=True):
+        x = x.squeeze(d)
+    return x
+
+
+class _Ops:
+    cast = staticmethod(_lazy(lambda x, dt: x.to(dt)))
+    set = staticmethod(_lazy(lambda x: x.clone()))
+    squeeze = staticmethod(_lazy(_squeeze))
+    broadcast_in_dim = staticmethod(_lazy(_bid))
+    reshape = staticmethod(_lazy(lambda x, s: x.reshape(s)))
+    permute = staticmethod(_lazy(lambda x, d: x.permute(d)))
+    full = staticmethod(_lazy(lambda s, v, dt: torch.full(s, v.item(), dtype=dt)))
+    sum = staticmethod(_lazy(lambda x, d, k=False, dt=None: x.sum(d, keepdim=k)))
+    max = staticmethod(_lazy(lambda x, d, k=False: x.amax(d, keepdim=k)))
+    min = staticmethod(_lazy(lambda x, d, k=False: x.amin(d, keepdim=k)))
+    where = staticmethod(_lazy(torch.where))
+    silu = staticmethod(_lazy(F.silu))
+    relu = staticmethod(_lazy(torch.relu))
+
+    def __getattr__(self, name):
+        return _lazy(getattr(torch, name))
+
+
+class FusionDefinition:
+    def __init__(self):
+        self.ops = _Ops()
+        self._inputs, self._outputs, self._aliases = [], [], []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def define_tensor(self, sizes, strides, dtype, static_sizes=True, is_cpu=False):
+        i = len(self._inputs)
+        v = _V(None, [])
+        v.fn = lambda: None
+        self._inputs.append(v)
+        v.index = i
+        return v
+
+    def define_scalar(self, value, dtype):
+        return torch.tensor(value, dtype=dtype)
+
+    def add_output(self, v, alias_input=None):
+        (self._aliases.append((v, alias_input)) if alias_input is not None else self._outputs.append(v))
+
+    def execute(self, inputs):
+        env = {id(v): t for v, t in zip(self._inputs, inputs)}
+        outs = [_ev(v, env) for v in self._outputs]
+        for v, dest in self._aliases:
+            env[id(dest)].copy_(_ev(v, env))
+        return outs
+
+    def __repr__(self):
+        return f"<mock fd: {len(self._inputs)} inputs, {len(self._outputs)} outputs>"
+
+
+class module:
+    """Stands where ``nvfuser_direct`` would: ``FusionDefinition`` and ``DataType``."""
+    FusionDefinition = FusionDefinition
+    DataType = DataType

@@ -1,0 +1,116 @@
+"""nvFuser executor pieces that need no GPU: the op table, the splitter, errors, auto."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trace_lab.errors import MissingDependencyError
+from trace_lab.executors import get_executor, resolve_executor
+from trace_lab.executors import nvfuser_import
+from trace_lab.executors.nvfuser_ops import FUSIBLE, LATE_ENTRIES, fusible_reason
+from trace_lab.executors.nvfuser_region import segment_signature, split_region
+
+from tests.nvfuser_support import fake_cuda_graph
+
+aten = torch.ops.aten
+
+
+def test_every_table_entry_is_a_real_overload():
+    for op in FUSIBLE:
+        assert isinstance(op, torch._ops.OpOverload), op
+        assert op.namespace in ("aten", "prims"), op
+        assert op._schema.name.split("::")[1] == op._opname, op
+    for name in LATE_ENTRIES:
+        ns, opname, overload = name.split(".")
+        assert ns == "prims" and overload == "default"
+
+
+def _block(x, w, b):
+    h = torch.nn.functional.layer_norm(x, (x.shape[-1],), b, b)
+    y = torch.softmax(h @ w, dim=-1)
+    return torch.nn.functional.gelu(y * 2 + 1).sum(-1)
+
+
+def test_can_fuse_agrees_with_the_table():
+    gm = fake_cuda_graph(_block, (4, 8), (8, 8), (8,))
+    seen = set()
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        seen.add(n.target)
+        assert (fusible_reason(n) is None) == (n.target in FUSIBLE), (n.target, fusible_reason(n))
+    assert aten.mm.default in seen and aten.mm.default not in FUSIBLE
+    assert "not in the nvFuser op table" in fusible_reason(next(n for n in gm.graph.nodes if n.target == aten.mm.default))
+
+
+def test_cpu_results_do_not_fuse():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    gm = make_fx(lambda x: (x * 2).exp())(torch.ones(3))
+    reasons = [fusible_reason(n) for n in gm.graph.nodes if n.op == "call_function"]
+    assert all(r is not None and "CPU" in r for r in reasons), reasons
+
+
+def _two_softmaxes(x, w, v):
+    a = torch.relu(x) * 3
+    m = v @ w  # independent of `a`: hoisted, does not split the fused part
+    b = a.exp() + 1
+    c = b @ w  # reads the fused part: splits
+    return torch.softmax(c, -1) + m
+
+
+def test_split_hoists_independent_torch_ops_and_splits_on_dependences():
+    gm = fake_cuda_graph(_two_softmaxes, (4, 4), (4, 4), (4, 4))
+    steps, notes = split_region(gm)
+    kinds = [k if k == "torch" else f"fuse{len(s.ops)}" for k, s in steps]
+    torch_ops = [s.target for k, s in steps if k == "torch"]
+    assert torch_ops == [aten.mm.default, aten.mm.default]
+    assert kinds[0] == "torch" and kinds[1].startswith("fuse") and kinds[2] == "torch" and kinds[3].startswith("fuse")
+    assert len(notes) == 2 and all("mm" in n for n in notes)
+    first = steps[1][1]
+    assert [n.target for n in first.ops] == [aten.relu.default, aten.mul.Tensor, aten.exp.default, aten.add.Tensor]
+    assert len(first.outputs) == 1 and len(first.inputs) == 1
+
+
+def test_signature_is_structural():
+    def f(x, y):
+        return (x * 2 + y).sum(0)
+
+    def g(p, q):  # same computation, other names
+        return (p * 2 + q).sum(0)
+
+    seg = lambda fn, *shapes: [s for k, s in split_region(fake_cuda_graph(fn, *shapes))[0] if k == "fuse"][0]
+    assert segment_signature(seg(f, (4, 4), (4, 4))) == segment_signature(seg(g, (4, 4), (4, 4)))
+    assert segment_signature(seg(f, (4, 4), (4, 4))) != segment_signature(seg(f, (4, 8), (4, 8)))
+    assert segment_signature(seg(f, (4, 4), (4, 4))) != segment_signature(seg(lambda x, y: (x * 3 + y).sum(0),
+                                                                              (4, 4), (4, 4)))
+
+
+@pytest.fixture
+def no_nvfuser(monkeypatch):
+    monkeypatch.setitem(nvfuser_import._cache, "result", (None, "nvfuser_direct is not installed"))
+
+
+def test_requesting_nvfuser_without_it_says_what_to_do(no_nvfuser):
+    with pytest.raises(MissingDependencyError, match="executor='nvfuser' needs nvFuser.*not installed.*inductor"):
+        get_executor("nvfuser")
+
+
+def test_jit_with_nvfuser_without_it_raises_the_same(no_nvfuser):
+    import trace_lab
+
+    jfn = trace_lab.jit(lambda x: x * 2, executor="nvfuser")
+    with pytest.raises(MissingDependencyError, match="needs nvFuser"):
+        jfn(torch.ones(3))
+
+
+def test_auto_falls_back_to_inductor_with_the_reason(no_nvfuser):
+    name, reason = resolve_executor("auto", torch.device("cuda"))
+    assert name == "inductor" and "nvfuser_direct is not installed" in reason and "Inductor" in reason
+    assert resolve_executor("auto", torch.device("cpu"))[0] == "inductor"
+
+
+def test_wheel_for_another_torch_is_explained():
+    e = ImportError("/x/_C_DIRECT.so: undefined symbol: _ZN3c1013MessageLoggerC1EPKciib")
+    why = nvfuser_import._explain(e)
+    assert "built for torch" in why and "this is torch" in why and "undefined symbol" in why

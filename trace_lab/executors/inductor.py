@@ -1,0 +1,160 @@
+"""Inductor executor: each fused region compiled by TorchInductor, the rest run eagerly.
+
+Every ``fusionK`` region of the final Trace is handed to ``torch._inductor.compile``
+(Inductor's own entry point for an FX graph: C++/OpenMP kernels on CPU, Triton
+on CUDA) with example inputs of the region's recorded shapes, strides and
+storage offsets. The program then runs in trace order through the eager
+interpreter (:func:`.eager.interpret`): regions call their compiled code, other
+ops run as aten calls, and values are dropped after their last use exactly as
+the liveness model says. Inner values of a region stay inside Inductor's
+kernels (``materializes_regions = False``).
+
+Compiled regions are kept in a :class:`.fusion_cache.FusionCache` keyed by the
+region's structural signature, so identical layers compile once. With
+``fusion_cache=False`` every region compiles on its own *and* Inductor's own
+caches (FX graph cache, autotune caches, its code caches, through
+``force_disable_caches``) are off, so the cost measured is the real one.
+
+Which ops Inductor takes is decided in :data:`FUSIBLE` / :func:`inductor_can_fuse`,
+the one place that says it (see the table there).
+"""
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+import torch.fx as fx
+
+from ..trace import Trace, is_getitem, tensor_values
+from .base import CompiledProgram, Executor, register
+from .eager import interpret
+from .fusion_cache import FusionCache, region_signature, signature_hash
+
+__all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region"]
+
+aten = torch.ops.aten
+
+# ---- What Inductor fuses: THE table ----------------------------------------------------------
+# An op may join a region when it is a functional aten op whose outputs are all tensors and it
+# is tagged pointwise or reduction, or it is listed here. Matmuls, convolutions and attention
+# stay OUTSIDE regions: Inductor itself calls them as extern library kernels (BLAS/oneDNN on
+# CPU, cuBLAS/cuDNN on CUDA), as Thunder and nvFuser leave them to library executors by
+# default; regions are the memory-bound glue between them. Random ops stay out (their values
+# would differ from eager's), as do in-place/mutating ops and ops with data-dependent shapes.
+FUSIBLE: dict[str, tuple] = {
+    "view": (aten.view, aten._unsafe_view, aten.reshape, aten.permute, aten.expand, aten.squeeze,
+             aten.unsqueeze, aten.transpose, aten.t, aten.slice, aten.select, aten.split,
+             aten.split_with_sizes, aten.unbind, aten.alias, aten.narrow, aten.diagonal, aten.as_strided),
+    "layout": (aten.clone, aten.cat, aten.stack, aten.constant_pad_nd, aten.copy, aten._to_copy),
+    "creation": (aten.full, aten.full_like, aten.zeros, aten.zeros_like, aten.ones, aten.ones_like,
+                 aten.arange, aten.scalar_tensor),
+    "normalization": (aten._softmax, aten._log_softmax, aten._softmax_backward_data,
+                      aten._log_softmax_backward_data, aten.native_layer_norm, aten.native_layer_norm_backward),
+    "indexing": (aten.gather, aten.index_select, aten.embedding, aten.embedding_dense_backward, aten.index,
+                 aten.slice_scatter, aten.select_scatter, aten.masked_fill, aten.cumsum),
+}
+NOT_FUSED: dict[str, tuple] = {
+    "matmul (extern library kernel)": (aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.convolution,
+                                       aten.convolution_backward),
+}
+FUSIBLE_TAGS = (torch.Tag.pointwise, torch.Tag.reduction)
+
+_FUSIBLE_PACKETS = {p for ops in FUSIBLE.values() for p in ops}
+_NOT_FUSED_PACKETS = {p for ops in NOT_FUSED.values() for p in ops}
+
+
+def inductor_can_fuse(node: fx.Node) -> bool:
+    """May Inductor compile ``node`` inside a fused region? (see the table above)"""
+    if node.op != "call_function" or is_getitem(node):
+        return False
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    vals = tensor_values(node.meta.get("val"))
+    if not vals or any(v is None for v in vals):
+        return False
+    schema = target._schema
+    if schema.is_mutable or torch.Tag.nondeterministic_seeded in target.tags:
+        return False
+    packet = target.overloadpacket
+    if packet in _NOT_FUSED_PACKETS:
+        return False
+    if "sdpa" in packet.__name__ or "scaled_dot_product" in packet.__name__:
+        return False
+    return packet in _FUSIBLE_PACKETS or any(t in target.tags for t in FUSIBLE_TAGS)
+
+
+# ---- compiling one region ------------------------------------------------------------------------
+def _example(val):
+    """A real tensor with the recorded size, stride, storage offset, dtype and device."""
+    if not isinstance(val, torch.Tensor):
+        return val
+    offset = int(val.storage_offset())
+    extent = 1 + sum((int(s) - 1) * int(st) for s, st in zip(val.shape, val.stride()) if int(s) > 0)
+    if any(int(s) == 0 for s in val.shape):
+        extent = 0
+    base = torch.zeros(offset + extent, dtype=val.dtype, device=val.device)
+    return base.as_strided(tuple(val.shape), tuple(val.stride()), offset)
+
+
+def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: bool = False):
+    """Compile one region's GraphModule with Inductor; returns ``fn(*inputs) -> tuple``."""
+    import torch._inductor
+    import torch._inductor.config as inductor_config
+
+    from torch._guards import tracing
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    patches = {}
+    if disable_inductor_caches:
+        patches = {"force_disable_caches": True, "fx_graph_cache": False, "autotune_local_cache": False,
+                   "autotune_remote_cache": False, "fx_graph_remote_cache": False}
+    # The executor is called from inside the capture's AOTAutograd compile (its fake mode and
+    # tracing context are active); a region is a separate program, compiled in a clean context.
+    with unset_fake_temporarily(), tracing(None), inductor_config.patch(patches):
+        gm = copy.deepcopy(sub)
+        examples = [_example(v) for v in input_vals]
+        compiled = torch._inductor.compile(gm, examples)
+
+    def run(*args):
+        return compiled(*args)
+
+    return run
+
+
+@register("inductor")
+class InductorExecutor(Executor):
+    materializes_regions = False
+
+    def __init__(self, fusion_cache: bool = True, **_options):
+        self.fusion_cache = bool(fusion_cache)
+        self.cache = FusionCache(enabled=self.fusion_cache)
+
+    def can_fuse(self, node: fx.Node) -> bool:
+        return inductor_can_fuse(node)
+
+    def compile(self, trace: Trace) -> CompiledProgram:
+        started = time.perf_counter()
+        compiled: dict[fx.Node, object] = {}
+        records = []
+        for node in trace.ops:
+            if node.op != "call_module":
+                continue
+            sub = trace.gm.get_submodule(node.target)
+            input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
+            region = node.meta.get("region") or {}
+            signature = region.get("signature") or region_signature(sub, input_vals)
+            fn, hit, seconds = self.cache.get_or_compile(
+                signature, lambda: compile_region(sub, input_vals, disable_inductor_caches=not self.fusion_cache))
+            compiled[node] = fn
+            records.append({"name": node.target, "signature": signature_hash(signature),
+                            "ops": list(region.get("ops", [])), "cache_hit": hit, "compile_seconds": seconds})
+        run = interpret(trace, materialized_regions=False, region_runner=compiled.__getitem__)
+        notes = []
+        if records:
+            hits = sum(r["cache_hit"] for r in records)
+            notes.append(f"{len(records)} regions, {len({r['signature'] for r in records})} unique signatures, "
+                         f"{hits} cache hits" + ("" if self.fusion_cache else " (fusion cache off, Inductor caches off)"))
+        return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
+                               regions=records, notes=notes)

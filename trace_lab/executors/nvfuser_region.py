@@ -1,0 +1,213 @@
+"""Splitting a fused region into nvFuser segments and torch steps, and running them.
+
+A region (the ``fusionN`` submodule a fusion pass made) is walked in order.
+Ops the op table accepts gather into the open *segment*; an op it rejects runs
+through torch. Such an op is hoisted before the open segment when it does not
+read it (legal: it comes later in the order and the segment's ops cannot read
+it), so that the region splits only where data really flows through a torch op.
+A segment of metadata ops alone (views, permutes) stays in torch, where views
+cost nothing. Each remaining segment becomes one FusionDefinition.
+
+:func:`segment_signature` is the segment's structural key (ops, argument
+wiring, constants, input shapes/strides/dtypes/devices - no names), so the same
+computation in every layer maps to one definition.
+"""
+from __future__ import annotations
+
+import hashlib
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+
+from .nvfuser_ops import METADATA_OPS, Builder, fusible_reason, table_entry
+
+__all__ = ["Segment", "split_region", "segment_signature", "build_definition", "RegionProgram"]
+
+
+def _is_getitem(n: fx.Node) -> bool:
+    return n.op == "call_function" and n.target is operator.getitem
+
+
+@dataclass
+class Segment:
+    ops: list[fx.Node]  # compute nodes in order (getitems excluded)
+    inputs: list[fx.Node] = field(default_factory=list)
+    outputs: list[fx.Node] = field(default_factory=list)  # values read after the segment (not copy_)
+    copies: list[fx.Node] = field(default_factory=list)  # copy_ nodes: value after = their dest input
+
+    def produced(self) -> set[fx.Node]:
+        out = set(self.ops)
+        for n in self.ops:
+            out.update(u for u in n.users if _is_getitem(u))
+        return out
+
+
+def split_region(gm: fx.GraphModule):
+    """(steps, notes): steps are ('torch', node) or ('fuse', Segment) in a legal order."""
+    steps: list[tuple[str, object]] = []
+    notes: list[str] = []
+    seg: list[fx.Node] = []
+    seg_values: set[fx.Node] = set()
+
+    def close():
+        nonlocal seg, seg_values
+        if seg:
+            if all(n.target in METADATA_OPS for n in seg):
+                steps.extend(("torch", n) for n in seg)
+            else:
+                steps.append(("fuse", Segment(list(seg))))
+        seg, seg_values = [], set()
+
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or _is_getitem(n):
+            continue
+        why = fusible_reason(n)
+        if why is None:
+            seg.append(n)
+            seg_values.add(n)
+            seg_values.update(u for u in n.users if _is_getitem(u))
+            continue
+        notes.append(f"split at {n.name}: {why}")
+        if any(a in seg_values for a in n.all_input_nodes):
+            close()
+        steps.append(("torch", n))
+    close()
+    _wire(gm, steps)
+    return steps, notes
+
+
+def _wire(gm: fx.GraphModule, steps) -> None:
+    """Fill each segment's inputs (read, produced elsewhere) and outputs (read elsewhere)."""
+    for kind, seg in steps:
+        if kind != "fuse":
+            continue
+        produced = seg.produced()
+        ins: dict[fx.Node, None] = {}
+        for n in seg.ops:
+            for a in n.all_input_nodes:
+                if a not in produced:
+                    ins[a] = None
+        seg.inputs = list(ins)
+        outs: dict[fx.Node, None] = {}
+        for v in produced:
+            if not _is_getitem(v) and isinstance(v.meta.get("val"), (list, tuple)):
+                continue  # a multi-output op is read through its getitems
+            if any(u not in produced for u in v.users):
+                outs[v] = None
+        order = {n: i for i, n in enumerate(gm.graph.nodes)}
+        seg.copies = [n for n in seg.ops if n.target is torch.ops.aten.copy_.default]
+        seg.outputs = sorted((v for v in outs if v not in seg.copies), key=order.__getitem__)
+
+
+def _describe(x, index: dict) -> str:
+    if isinstance(x, fx.Node):
+        return f"%{index[x]}" if x in index else "%?"
+    if isinstance(x, (list, tuple)):
+        inner = ",".join(_describe(v, index) for v in x)
+        return f"[{inner}]" if isinstance(x, list) else f"({inner})"
+    if isinstance(x, torch.dtype):
+        return str(x)
+    if isinstance(x, float):
+        return repr(x)
+    return repr(x)
+
+
+def segment_signature(seg: Segment, strides: list | None = None) -> str:
+    """Structural key of a segment: same ops, wiring, constants and input layouts -> same key."""
+    index: dict[fx.Node, int] = {}
+    parts = []
+    for i, x in enumerate(seg.inputs):
+        t = x.meta["val"]
+        st = tuple(strides[i]) if strides is not None else tuple(t.stride())
+        parts.append(f"in {t.dtype} {tuple(t.shape)} {st} {t.device.type}")
+        index[x] = len(index)
+    for n in seg.ops:
+        index[n] = len(index)
+        for u in n.users:
+            if _is_getitem(u):
+                index[u] = f"{index[n]}.{u.args[1]}"
+        args = _describe(n.args, index)
+        kwargs = ",".join(f"{k}={_describe(v, index)}" for k, v in sorted(n.kwargs.items()))
+        parts.append(f"{n.target} {args} {kwargs}")
+    parts.append("out " + ",".join(str(index[o]) for o in seg.outputs))
+    return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def build_definition(seg: Segment, nvf, strides: list | None = None):
+    """A FusionDefinition computing the segment (not yet compiled: nvFuser compiles on execute)."""
+    fd = nvf.FusionDefinition()
+    with fd:
+        b = Builder(fd, nvf)
+        for i, x in enumerate(seg.inputs):
+            b.define_input(x, strides[i] if strides is not None else None)
+        for n in seg.ops:
+            result = table_entry(n.target).build(b, n)
+            if isinstance(n.meta.get("val"), (list, tuple)):
+                for u in n.users:
+                    if _is_getitem(u):
+                        b.values[u] = result[u.args[1]]
+            else:
+                b.values[n] = result
+        added: set[int] = set()
+        for o in seg.outputs:
+            v = b.values[o]
+            if id(v) in b.inputs or id(v) in added:
+                v = fd.ops.set(v)  # an output must be a new value
+            added.add(id(v))
+            fd.add_output(v)
+        for v, dest in b.aliases:
+            fd.add_output(v, alias_input=dest)
+    return fd
+
+
+class RegionProgram:
+    """Runs one region: torch steps and nvFuser segments over an environment, freeing as it goes."""
+
+    def __init__(self, gm: fx.GraphModule, steps, segment_runners: dict, multi: bool):
+        self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        out_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+        outs = out_node.args[0]
+        self.outputs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        self.multi = multi
+        keep = set(self.outputs)
+        plan = []
+        for kind, item in steps:
+            if kind == "torch":
+                reads = list(item.all_input_nodes)
+                plan.append(("torch", item, reads))
+            else:
+                plan.append(("fuse", (item, segment_runners[id(item)]), list(item.inputs)))
+        last: dict[fx.Node, int] = {}
+        for i, (_, _, reads) in enumerate(plan):
+            for r in reads:
+                last[r] = i
+        self.plan = [(kind, item, [r for r in reads if last[r] == i and r not in keep])
+                     for i, (kind, item, reads) in enumerate(plan)]
+
+    def __call__(self, *args):
+        env: dict[fx.Node, object] = dict(zip(self.placeholders, args))
+        lookup = env.__getitem__
+        for kind, item, dead in self.plan:
+            if kind == "torch":
+                node = item
+                result = node.target(*fx.node.map_arg(node.args, lookup), **fx.node.map_arg(node.kwargs, lookup))
+                if isinstance(node.meta.get("val"), (list, tuple)):
+                    for u in node.users:
+                        if _is_getitem(u):
+                            env[u] = result[u.args[1]]
+                else:
+                    env[node] = result
+            else:
+                seg, runner = item
+                ins = [env[x] for x in seg.inputs]
+                outs = runner(ins)
+                for o, v in zip(seg.outputs, outs):
+                    env[o] = v
+                for c in seg.copies:
+                    env[c] = env[c.args[0]]
+            for d in dead:
+                env.pop(d, None)
+        result = tuple(env[o] for o in self.outputs)
+        return result if self.multi else result[0]

@@ -1,0 +1,63 @@
+"""The fusion pass: one Trace -> Trace function, four strategies.
+
+``ctx.options.fusion`` picks the strategy; which op may join a region is asked
+of ``ctx.executor.can_fuse(node)`` only; whether a region's inner values touch
+memory is ``ctx.executor.materializes_regions`` (it changes what the memory
+strategy predicts).
+
+* ``none``       - one op per kernel, original order: the trace is unchanged.
+* ``dataflow``   - fusible producer/consumer chains merged (cycle-checked), groups
+  in original order where dependencies allow (:func:`.partition.dataflow_groups`).
+* ``horizontal`` - Thunder's partitioner: dataflow merging, then its FIFO Kahn
+  pass that pulls every ready fusible group into the current one.
+* ``memory``     - order for the lowest predicted high-water mark, then merge only
+  where the predicted peak does not rise (:mod:`.schedule`). It starts twice,
+  from single ops in original order and from the dataflow groups, and keeps the
+  lower peak (fewer regions on a tie), so it is never above ``none`` or
+  ``dataflow``.
+
+The result's ``info`` records the strategy, the regions and the predicted peak.
+"""
+from __future__ import annotations
+
+from . import register_pass
+from .partition import (OpGraph, dataflow_groups, horizontal_order, singleton_units, topological_order)
+from .regions import build_trace
+from .schedule import MemoryModel, merge_pass, min_peak_order
+
+__all__ = ["fusion_pass", "plan_units", "STRATEGIES"]
+
+STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+
+
+def plan_units(trace, strategy: str, can_fuse, materialized: bool):
+    """The ordered units (see :class:`.partition.Unit`) a strategy chooses for ``trace``."""
+    graph = OpGraph(trace, can_fuse)
+    if strategy == "none":
+        return singleton_units(graph, fused_if_fusible=False)
+    if strategy == "dataflow":
+        return topological_order(dataflow_groups(graph))
+    if strategy == "horizontal":
+        return horizontal_order(dataflow_groups(graph))
+    if strategy == "memory":
+        model = MemoryModel(trace, graph, materialized)
+        best = None
+        for start in (singleton_units(graph, fused_if_fusible=True), topological_order(dataflow_groups(graph))):
+            order = merge_pass(model, min_peak_order(model, start))
+            score = (model.peak(order), sum(1 for u in order if u.fused), len(order))
+            if best is None or score < best[0]:
+                best = (score, order)
+        return best[1]
+    raise ValueError(f"fusion={strategy!r} is not a fusion strategy; choose one of {', '.join(STRATEGIES)}")
+
+
+@register_pass("fusion")
+def fusion_pass(trace, ctx):
+    strategy = getattr(ctx.options, "fusion", "none")
+    if strategy == "none":
+        return trace.derive(trace.gm, "fusion", info={"fusion": "none", "regions": []})
+    materialized = bool(getattr(ctx.executor, "materializes_regions", False))
+    units = plan_units(trace, strategy, ctx.executor.can_fuse, materialized)
+    new = build_trace(trace, units, f"fusion ({strategy})", info={"fusion": strategy})
+    new.info["predicted_peak_above_inputs_bytes"] = new.liveness(materialized).peak_above_inputs_bytes
+    return new

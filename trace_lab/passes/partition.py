@@ -1,0 +1,211 @@
+"""Partition: group a Trace's ops into units and put the units in an order.
+
+A fusion strategy decides only two things: which ops run together (a *unit*:
+one op, or a group that becomes a fused region) and in what order the units
+run. This module holds the op graph and the two groupings that Thunder's
+``thunder/executors/data_dependent_partition.py`` makes:
+
+* :func:`dataflow_groups` - merge a fusible group with a fusible consumer
+  (vertical merging only) unless the merge would close a cycle through another
+  group, repeated until nothing merges;
+* :func:`horizontal_order` - then Kahn's algorithm with a FIFO ready queue in
+  which the current fusible group pulls in *every* ready fusible group, the
+  step that makes the fewest, largest fusions and stretches lifetimes.
+
+:func:`topological_order` orders groups by Kahn's algorithm keyed on each
+group's first original position (the original order wherever it is free).
+Which op is fusible is asked of ``can_fuse`` (the executor) and nothing else.
+Inside a unit ops keep their original relative order, which is always a valid
+execution order.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import torch.fx as fx
+
+from ..trace import is_getitem
+
+__all__ = ["Unit", "OpGraph", "singleton_units", "dataflow_groups", "topological_order", "horizontal_order",
+           "units_from_groups"]
+
+
+@dataclass(frozen=True, eq=False)
+class Unit:
+    """Ops that run as one step: a fused region when ``fused``, else one plain op.
+
+    Compared and hashed by identity: the scheduler keys its caches on unit objects."""
+
+    nodes: tuple  # op nodes (fx.Node), in execution order
+    fused: bool
+
+    def __repr__(self) -> str:
+        return f"Unit({'+'.join(n.name for n in self.nodes)}{', fused' if self.fused else ''})"
+
+
+def producer(value: fx.Node) -> fx.Node:
+    """The op that computes a value (a getitem's value is computed by its tuple's op)."""
+    return value.args[0] if is_getitem(value) else value
+
+
+class OpGraph:
+    """The ops of a Trace (getitems folded into their producer) and their data edges."""
+
+    def __init__(self, trace, can_fuse):
+        self.trace = trace
+        self.ops: list[fx.Node] = trace.ops
+        self.pos = {n: i for i, n in enumerate(self.ops)}
+        self.fusible = {n: bool(can_fuse(n)) for n in self.ops}
+        self.preds: dict[fx.Node, list[fx.Node]] = {}
+        self.succs: dict[fx.Node, list[fx.Node]] = {n: [] for n in self.ops}
+        for n in self.ops:
+            ps = []
+            for a in n.all_input_nodes:
+                p = producer(a)
+                if p in self.pos and p not in ps:
+                    ps.append(p)
+            self.preds[n] = ps
+            for p in ps:
+                self.succs[p].append(n)
+
+
+def singleton_units(graph: OpGraph, fused_if_fusible: bool) -> list[Unit]:
+    return [Unit((n,), fused_if_fusible and graph.fusible[n]) for n in graph.ops]
+
+
+class _Groups:
+    """Mutable group DAG used while merging (ids are ints; dead ids are dropped)."""
+
+    def __init__(self, graph: OpGraph):
+        self.graph = graph
+        self.members: dict[int, list[fx.Node]] = {}
+        self.fusible: dict[int, bool] = {}
+        self.start: dict[int, int] = {}
+        self.parents: dict[int, set[int]] = {}
+        self.children: dict[int, set[int]] = {}
+        gid = {}
+        for i, n in enumerate(graph.ops):
+            gid[n] = i
+            self.members[i] = [n]
+            self.fusible[i] = graph.fusible[n]
+            self.start[i] = i
+        for n in graph.ops:
+            self.parents[gid[n]] = {gid[p] for p in graph.preds[n]}
+            self.children[gid[n]] = {gid[s] for s in graph.succs[n]}
+
+    def sorted_ids(self, ids) -> list[int]:
+        return sorted(ids, key=self.start.__getitem__)
+
+    def creates_cycle(self, a: int, b: int) -> bool:
+        """Would merging producer ``a`` with its consumer ``b`` close a cycle?
+
+        It does exactly when ``b`` is reachable from ``a`` through some other group.
+        """
+        if self.parents[b] == {a}:
+            return False
+        seen = set()
+        stack = [c for c in self.children[a] if c != b]
+        while stack:
+            cur = stack.pop()
+            if cur == b:
+                return True
+            if cur in seen:
+                continue
+            seen.add(cur)
+            stack.extend(self.children[cur])
+        return False
+
+    def merge(self, a: int, b: int) -> int:
+        pos = self.graph.pos
+        self.members[a] = sorted(self.members[a] + self.members.pop(b), key=pos.__getitem__)
+        self.start[a] = min(self.start[a], self.start.pop(b))
+        for p in self.parents.pop(b):
+            self.children[p].discard(b)
+            if p != a:
+                self.children[p].add(a)
+                self.parents[a].add(p)
+        for c in self.children.pop(b):
+            self.parents[c].discard(b)
+            if c != a:
+                self.parents[c].add(a)
+                self.children[a].add(c)
+        self.parents[a].discard(a)
+        self.children[a].discard(a)
+        self.fusible.pop(b)
+        return a
+
+
+def dataflow_groups(graph: OpGraph) -> _Groups:
+    """Thunder's dataflow merge: fusible producer/consumer pairs, acyclic, to a fixed point."""
+    groups = _Groups(graph)
+    changed = True
+    while changed:
+        changed = False
+        for g in groups.sorted_ids(list(groups.members)):
+            if g not in groups.members or not groups.fusible[g]:
+                continue
+            merged = True
+            while merged:
+                merged = False
+                for c in groups.sorted_ids(groups.children[g]):
+                    if groups.fusible[c] and not groups.creates_cycle(g, c):
+                        groups.merge(g, c)
+                        changed = merged = True
+                        break
+    return groups
+
+
+def _units(groups: _Groups, ids) -> list[Unit]:
+    return [Unit(tuple(groups.members[g]), groups.fusible[g]) for g in ids]
+
+
+def topological_order(groups: _Groups) -> list[Unit]:
+    """Kahn's algorithm, always taking the ready group that came first originally."""
+    indeg = {g: len(ps) for g, ps in groups.parents.items()}
+    heap = [(groups.start[g], g) for g, d in indeg.items() if d == 0]
+    heapq.heapify(heap)
+    order = []
+    while heap:
+        _, g = heapq.heappop(heap)
+        order.append(g)
+        for c in groups.children[g]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                heapq.heappush(heap, (groups.start[c], c))
+    assert len(order) == len(indeg), "group graph has a cycle"
+    return _units(groups, order)
+
+
+def horizontal_order(groups: _Groups) -> list[Unit]:
+    """Thunder's horizontal merge: FIFO Kahn pass; a fusible group pulls every ready fusible one."""
+    pos = groups.graph.pos
+    remaining = {g: len(ps) for g, ps in groups.parents.items()}
+    queue = groups.sorted_ids(g for g, d in remaining.items() if d == 0)
+    units: list[Unit] = []
+    while queue:
+        cur = queue.pop(0)
+        members: list[fx.Node] = []
+
+        def take(g: int) -> None:
+            members.extend(groups.members[g])
+            for c in groups.sorted_ids(groups.children[g]):
+                remaining[c] -= 1
+                if remaining[c] == 0:
+                    queue.append(c)
+
+        take(cur)
+        if groups.fusible[cur]:
+            i = 0
+            while i < len(queue):  # the queue grows while we scan it: newly ready groups join too
+                if groups.fusible[queue[i]]:
+                    take(queue.pop(i))
+                else:
+                    i += 1
+        units.append(Unit(tuple(sorted(members, key=pos.__getitem__)), groups.fusible[cur]))
+    return units
+
+
+def units_from_groups(groups: _Groups) -> list[Unit]:
+    """The groups as units (no particular order)."""
+    return _units(groups, list(groups.members))
