@@ -141,6 +141,11 @@ def compare_runs(compiled: Snapshot, eager: Snapshot, scale: float = 100.0) -> C
 def deepcopy_for_reference(fn, args):
     """(fn, args) copied together so that shared tensors stay shared; None if impossible."""
     try:
-        return copy.deepcopy((fn, args))
+        ref = copy.deepcopy((fn, args))
     except Exception:  # noqa: BLE001 - any failure means 'no reference copy'
         return None
+    # nn.Parameter.__deepcopy__ drops .grad; an optimizer step needs the same grads on the copy
+    for orig, dup in zip(reachable_tensors(fn, args), reachable_tensors(*ref)):
+        if orig.grad is not None and dup.grad is None and dup.shape == orig.shape:
+            dup.grad = orig.grad.detach().clone()
+    return ref

@@ -20,7 +20,7 @@ from ..report.table import COLUMNS, best_rows, report_row
 __all__ = ["Run", "Session", "kernel_session"]
 
 
-@dataclass
+@dataclass(eq=False)  # identity: two runs are never 'equal'
 class Run:
     label: str
     report: object  # trace_lab.report.Report
