@@ -157,7 +157,9 @@ class ThunderTraceMagics(Magics):
                                  runs=args.runs, nproc=args.nproc, fsdp=args.fsdp).validate()
         except TraceLabError as e:
             raise UsageError(str(e)) from None
-        name = args.name or (f"cell {self.shell.execution_count}" if cell is not None else expr.strip()[:40])
+        name = _unquote(args.name) or (f"cell {self.shell.execution_count}" if cell is not None else expr.strip()[:40])
+        if args.output and not _unquote(args.output).isidentifier():
+            raise UsageError(f"-o {args.output}: give a Python variable name to store the Report in")
         program = CellProgram.from_cell(source, self.shell)  # SyntaxError: the user's, shown as usual
         runner = CellRunner(program, self.shell.user_ns, function_name=_function_name(name))
         return self._first_run(runner, options, name, args)
@@ -192,7 +194,7 @@ class ThunderTraceMagics(Magics):
         view.display_handle = handle
         self.views.append(view)
         if args.output:
-            self.shell.user_ns[args.output] = report
+            self.shell.user_ns[_unquote(args.output)] = report
         _update(handle, view)
         return value
 
@@ -202,6 +204,13 @@ def _update(handle, obj) -> None:
         handle.update(obj)
     else:  # no display system (plain Python): print the text form
         _display(obj, display_id=False)
+
+
+def _unquote(s: str | None) -> str | None:
+    """IPython's argument splitter keeps quotes: '"2 layers"' -> '2 layers'."""
+    if s and len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
+        return s[1:-1]
+    return s
 
 
 def _function_name(label: str) -> str:

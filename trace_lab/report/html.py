@@ -69,13 +69,38 @@ def esc(s) -> str:
     return html.escape(str(s), quote=True)
 
 
+def _trace_lexer_class():
+    """A small pygments lexer for trace text: the traces are regular Python, and a few rules
+    lex them ~5x faster than the full PythonLexer (large backward traces stay quick)."""
+    from pygments.lexer import RegexLexer, bygroups
+    from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text
+
+    class TraceLexer(RegexLexer):
+        name = "trace_lab trace"
+        tokens = {"root": [
+            (r"\n", Text),
+            (r"[ \t]+", Text),
+            (r"(#[^|\n]*)(\|[^\n]*)", bygroups(Comment.Single, Comment.Special)),
+            (r"#[^\n]*", Comment.Single),
+            (r"\b(def|del|return|import|None|True|False)\b", Keyword),
+            (r"\b(aten|torch|operator)(\.\w+)+", Name.Function),
+            (r"\bfusion\d+\b", Name.Class),
+            (r"'[^'\n]*'|\"[^\"\n]*\"", String),
+            (r"-?\d+(\.\d*)?([eE][-+]?\d+)?", Number),
+            (r"\w+", Name),
+            (r"[=*+-/]", Operator),
+            (r".", Punctuation),
+        ]}
+
+    return TraceLexer
+
+
 @lru_cache(maxsize=1)
 def _pygments():
     from pygments.formatters import HtmlFormatter
-    from pygments.lexers import PythonLexer
 
     fmt = HtmlFormatter(nowrap=True, style="default")
-    return PythonLexer(), fmt, fmt.get_style_defs(".tl-code")
+    return _trace_lexer_class()(), fmt, fmt.get_style_defs(".tl-code")
 
 
 def css() -> str:
@@ -85,11 +110,12 @@ def css() -> str:
 CSS = _BASE_CSS  # kept for callers that only need the base rules
 
 
-def _highlight(line: str) -> str:
+def highlight_lines(text: str) -> list[str]:
+    """Pygments-highlighted HTML of ``text``, one string per line (content escaped)."""
     from pygments import highlight
 
     lexer, fmt, _ = _pygments()
-    return highlight(line, lexer, fmt).rstrip("\n") if line.strip() else esc(line)
+    return highlight(text, lexer, fmt).split("\n")
 
 
 # -- one trace ------------------------------------------------------------------------------
@@ -110,6 +136,7 @@ def code_html(trace, max_lines: int | None = 4000) -> str:
     text = str(trace)
     live = trace.liveness()
     lines = text.splitlines()
+    shown = highlight_lines("\n".join(lines))
     op_idx = [i for i, ln in enumerate(lines) if _OP_LINE.match(ln)]
     paired = len(op_idx) == len(live.lines)
     # bars show bytes above the inputs (inputs are held by the caller and never freed)
@@ -133,15 +160,15 @@ def code_html(trace, max_lines: int | None = 4000) -> str:
         else:
             bar = '<span class="tl-bar" style="visibility:hidden"></span>'
         cls = "tl-l tl-pk" if (m is not None and m is peak_line) else "tl-l"
-        row = f'<div class="{cls}">{bar}<code>{_highlight(ln)}</code></div>'
+        row = f'<div class="{cls}">{bar}<code>{shown[i]}</code></div>'
         inner = []
         j = i + 1
         while m is not None and j < len(lines) and _REGION_INNER.match(lines[j]) and m.node.op == "call_module":
             inner.append(f'<div class="tl-l tl-inner"><span class="tl-bar" style="visibility:hidden"></span>'
-                         f"<code>{_highlight(lines[j])}</code></div>")
+                         f"<code>{shown[j]}</code></div>")
             j += 1
         if inner:
-            row = (f'<details class="tl-region"><summary><div class="{cls}">{bar}<code>{_highlight(ln)}'
+            row = (f'<details class="tl-region"><summary><div class="{cls}">{bar}<code>{shown[i]}'
                    f'<span class="tl-fold">{len(inner)} ops</span></code></div></summary>{"".join(inner)}</details>')
         out.append(row)
         i = j
