@@ -46,9 +46,11 @@ _BASE_CSS = """
 .tl-code .tl-l{display:flex;white-space:pre;min-height:1.35em}
 .tl-code .tl-l code{font-family:inherit;background:none;padding:0 6px}
 .tl-code .tl-bar{flex:0 0 64px;height:0.9em;margin-top:0.2em;background:#eaeef2;position:relative}
-.tl-code .tl-bar i{position:absolute;left:0;top:0;bottom:0;background:#54aeff}
+.tl-code .tl-bar i,.tl-code .tl-bar b{position:absolute;left:0;top:0;bottom:0;background:#54aeff}
+.tl-code .tl-bar b{background:#b6e3ff}
 .tl-code .tl-pk{background:#ffebe9}
 .tl-code .tl-pk .tl-bar i{background:#cf222e}
+.tl-code .tl-pk .tl-bar b{background:#ffaba8}
 .tl-code details.tl-region>summary{list-style:none;display:block}
 .tl-code details.tl-region>summary::-webkit-details-marker{display:none}
 .tl-code details.tl-region>summary .tl-fold::before{content:"\\25B8 ";color:#8250df}
@@ -154,9 +156,11 @@ def code_html(trace, max_lines: int | None = 4000) -> str:
         m = mem.get(i)
         if m is not None:
             pct = 100.0 * max(m.live_after - base, 0) / scale
-            tip = (f"live {_fmt_bytes(m.live_after)} after this line (bar: above inputs); allocated {_fmt_bytes(m.allocated)}, "
-                   f"freed {_fmt_bytes(m.freed)}; while running {_fmt_bytes(m.high_water)}")
-            bar = f'<span class="tl-bar" title="{esc(tip)}"><i style="width:{pct:.1f}%"></i></span>'
+            hw = 100.0 * max(m.high_water - base, 0) / scale
+            tip = (f"live {_fmt_bytes(m.live_after)} after this line (dark bar, above inputs); allocated {_fmt_bytes(m.allocated)}, "
+                   f"freed {_fmt_bytes(m.freed)}; while it runs {_fmt_bytes(m.high_water)} (light bar)")
+            bar = (f'<span class="tl-bar" title="{esc(tip)}"><b style="width:{hw:.1f}%"></b>'
+                   f'<i style="width:{pct:.1f}%"></i></span>')
         else:
             bar = '<span class="tl-bar" style="visibility:hidden"></span>'
         cls = "tl-l tl-pk" if (m is not None and m is peak_line) else "tl-l"
