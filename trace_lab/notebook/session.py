@@ -13,6 +13,7 @@ list of dicts otherwise.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
 
 from ..report.table import COLUMNS, best_rows, report_row
@@ -35,16 +36,25 @@ class Session:
     def __init__(self):
         self._runs: list[Run] = []
         self._lock = threading.Lock()
+        self._listeners = weakref.WeakSet()  # objects with .on_session_change(session); views sharing a table
 
     def add(self, label: str, report) -> Run:
         run = Run(label, report)
         with self._lock:
             self._runs.append(run)
+        self._notify()
         return run
 
-    def extend(self, runs) -> None:
-        with self._lock:
-            self._runs.extend(runs)
+    def subscribe(self, listener) -> None:
+        """Call ``listener.on_session_change(self)`` after every change (held weakly)."""
+        self._listeners.add(listener)
+
+    def _notify(self) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener.on_session_change(self)
+            except Exception:  # noqa: BLE001 - one broken view must not stop the others
+                pass
 
     @property
     def runs(self) -> list[Run]:
@@ -84,6 +94,7 @@ class Session:
     def clear(self) -> None:
         with self._lock:
             self._runs.clear()
+        self._notify()
 
     def __repr__(self) -> str:
         return f"<Session: {len(self)} runs>"

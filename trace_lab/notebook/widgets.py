@@ -137,7 +137,7 @@ class LabView:
         self.status = W.HTML("")
         self.run_select = W.Dropdown(description="showing", layout=W.Layout(width="320px"))
         self.kind_select = W.ToggleButtons(options=["forward", "backward"], value="forward",
-                                           style={"button_width": "80px"})
+                                           style={"button_width": "92px"})
         self.program_select = W.Dropdown(description="program", layout=W.Layout(width="260px"))
         self.stage_select = W.Dropdown(description="stage", layout=W.Layout(width="320px"))
         self.summary = W.HTML()
@@ -157,6 +157,10 @@ class LabView:
             self.tabs,
         ])
         self.widget.add_class("tl-lab")
+        for w, cls in ((self.summary, "tl-summary-area"), (self.trace, "tl-trace-area"), (self.graph, "tl-graph-area"),
+                       (self.memory, "tl-memory-area"), (self.table, "tl-compare-area"), (self.status, "tl-status")):
+            w.add_class(cls)  # stable hooks for browser tests and user CSS
+        self.progress.layout.display = "none"
         self.rerun_button.on_click(lambda _b: self.rerun())
         self.stop_button.on_click(lambda _b: self.stop())
         self.run_select.observe(self._on_run, names="value")
@@ -164,6 +168,8 @@ class LabView:
         self.kind_select.observe(self._on_part, names="value")
         self.stage_select.observe(self._on_stage, names="value")
         self.tabs.observe(self._on_tab, names="selected_index")
+        self._refresh_suspended = False
+        self.table_session.subscribe(self)
         _ACTIVE.add(self)
 
     # -- runs ---------------------------------------------------------------------------
@@ -176,11 +182,22 @@ class LabView:
         return self._worker is not None and self._worker.is_alive()
 
     def add_run(self, label: str, report):
-        run = self.runs.add(label, report)
-        if self.compare is not None:
-            self.compare.add(label, report)
+        self._refresh_suspended = True
+        try:
+            run = self.runs.add(label, report)
+            if self.compare is not None:
+                self.compare.add(label, report)
+        finally:
+            self._refresh_suspended = False
         self._refresh_runs(show=run)
         return run
+
+    def on_session_change(self, session) -> None:
+        """Another output sharing the kernel-wide table added a run: refresh Compare and Memory."""
+        if self._refresh_suspended or self._shown is None:
+            return
+        self.table.value = _wrap(compare_html([r.row() for r in self.table_session.runs]))
+        self._refresh_memory(self._current_part())
 
     def options_from_controls(self) -> RunOptions:
         return self.options.changed(fusion=self.fusion.value, executor=self.executor.value,
@@ -221,6 +238,16 @@ class LabView:
             worker.join(timeout)
         return not self.running
 
+    def _changes(self, opts: RunOptions) -> str:
+        """What a rerun changed, e.g. 'fusion=memory, no cache' (its Compare label)."""
+        first, new = self.options.to_dict(), opts.to_dict()
+        words = []
+        for key, value in new.items():
+            if first[key] != value:
+                words.append({"fusion_cache": "cache " + ("on" if value else "off"),
+                              "sort_waits": "wait sorting " + ("on" if value else "off")}.get(key, f"{key}={value}"))
+        return ", ".join(words) or "rerun"
+
     def _progress(self, msg: str) -> None:
         if self._cancel.is_set():
             raise KeyboardInterrupt("stopped")
@@ -229,7 +256,7 @@ class LabView:
 
     def _work(self, opts: RunOptions) -> None:
         started = time.perf_counter()
-        label = self.table_session.unique_label(f"{self.base_label} [{opts.describe()}]")
+        label = self.table_session.unique_label(f"{self.base_label} · {self._changes(opts)}")
         try:
             try:
                 report, _ = self.runner.run(opts, label=label, progress=self._progress)
@@ -255,6 +282,7 @@ class LabView:
     def _set_running(self, running: bool, msg: str = "") -> None:
         self.rerun_button.disabled = running
         self.stop_button.disabled = not running
+        self.progress.layout.display = None if running else "none"
         if running:
             self.progress.value = 0
             self.step.value = msg
@@ -294,6 +322,12 @@ class LabView:
             self.program_select.value = programs[0]
         self.program_select.layout.display = None if len(programs) > 1 else "none"
         self.program_select.observe(self._on_part, names="value")
+        has_backward = any(label.startswith("backward") for label, _ in parts)
+        self.kind_select.unobserve(self._on_part, names="value")
+        if not has_backward:
+            self.kind_select.value = "forward"
+        self.kind_select.disabled = not has_backward  # nothing needed a gradient: forward (inference) only
+        self.kind_select.observe(self._on_part, names="value")
         self._on_part()
 
     @staticmethod
@@ -330,11 +364,14 @@ class LabView:
             self.stage_select.value = len(stages) - 1
             self._on_stage()
         self.stage_select.observe(self._on_stage, names="value")
-        self.memory.value = _wrap(memory_html([(r.label, r.report) for r in self.table_session.runs],
-                                              part[0] if part else None))
+        self._refresh_memory(part)
         self.graph.value = ""
         if self.tabs.selected_index == 2:
             self._render_graph()
+
+    def _refresh_memory(self, part) -> None:
+        self.memory.value = _wrap(memory_html([(r.label, r.report) for r in self.table_session.runs],
+                                              part[0] if part else None))
 
     def _on_stage(self, change=None) -> None:
         part = self._current_part()
@@ -356,7 +393,8 @@ class LabView:
         key = (id(self._shown), part[0])
         if key not in self._graph_cache:
             stages = part[1]
-            head = f"<h5>{esc(part[0])}: {esc(stages[0].stage)} &rarr; {esc(stages[-1].stage)}</h5>"
+            head = (f"<h5>{esc(self._shown.label)} &middot; {esc(part[0])}: {esc(stages[0].stage)} ({len(stages[0].ops)} "
+                    f"lines) &rarr; {esc(stages[-1].stage)} ({len(stages[-1].ops)} lines)</h5>")
             self._graph_cache[key] = _wrap(head + graph_view_html(stages[0], stages[-1]))
         self.graph.value = self._graph_cache[key]
 

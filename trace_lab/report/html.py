@@ -29,7 +29,10 @@ TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare"]
 _BASE_CSS = """
 .tl-report{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;color:#1f2328}
 .tl-report table{border-collapse:collapse;margin:4px 0}
-.tl-report td,.tl-report th{border:1px solid #d0d7de;padding:2px 8px;text-align:left;vertical-align:top}
+.tl-report td,.tl-report th{border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top}
+.tl-report .tl-scroll{overflow-x:auto;max-width:100%}
+.tl-report table.tl-compare{font-size:12px}
+.tl-report table.tl-compare td,.tl-report table.tl-compare th{white-space:nowrap}
 .tl-report th{background:#f6f8fa;font-weight:600}
 .tl-report td.tl-num{text-align:right;font-variant-numeric:tabular-nums}
 .tl-report td.tl-best{background:#dafbe1;font-weight:600}
@@ -270,8 +273,8 @@ def memory_html(runs, part_label: str | None = None) -> str:
 
 
 _COL_TITLES = {"run": "run", "fusion": "fusion", "executor": "executor", "fusion_cache": "cache",
-               "sort_waits": "sort waits", "compile_s": "compile (s)", "first_run_s": "first run (s)",
-               "steady_ms": "steady (ms)", "peak_predicted": "peak predicted", "peak_measured": "peak measured",
+               "sort_waits": "waits sorted", "compile_s": "compile s", "first_run_s": "1st run s",
+               "steady_ms": "steady ms", "peak_predicted": "peak (pred.)", "peak_measured": "peak (meas.)",
                "kernels": "kernels", "fusions": "fusions", "cache_hits": "cache hits", "matches_eager": "vs eager"}
 
 
@@ -308,7 +311,7 @@ def compare_html(rows: list[dict], best: dict[str, set[int]] | None = None) -> s
             tds.append(f"<td{attr}>{_cell(c, r.get(c))}</td>")
         body.append(f'<tr class="tl-row">{"".join(tds)}</tr>')
     note = '<div class="tl-placeholder">&#9733; best (lowest) value of the column</div>' if best else ""
-    return f'<table class="tl-compare"><tr>{head}</tr>{"".join(body)}</table>{note}'
+    return f'<div class="tl-scroll"><table class="tl-compare"><tr>{head}</tr>{"".join(body)}</table></div>{note}'
 
 
 def tabs_html(panels: list[tuple[str, str]]) -> str:

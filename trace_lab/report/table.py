@@ -14,7 +14,8 @@ Columns (``COLUMNS``): the run's label and options, then
 * ``cache_hits``     - regions whose compiled kernel came from the fusion cache (None if unknown)
 * ``matches_eager``  - the differential check (None when it was skipped)
 
-Lower is better for every column in ``LOWER_IS_BETTER``; ``best_rows`` marks them.
+Lower is better for every column in ``LOWER_IS_BETTER``; ``best_rows`` marks the lowest
+value (ties all marked) in each column that has at least two values that are not all equal.
 """
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def report_row(report, label: str | None = None) -> dict:
 
 
 def best_rows(rows: list[dict]) -> dict[str, set[int]]:
-    """For each lower-is-better column, the indices of the rows holding its minimum (ties all marked)."""
+    """For each lower-is-better column, the rows holding its minimum (ties all marked); columns with
+    fewer than two values, or where every value ties, get no mark."""
     best: dict[str, set[int]] = {}
     if len(rows) < 2:
         return best
@@ -79,5 +81,7 @@ def best_rows(rows: list[dict]) -> dict[str, set[int]]:
         if len(vals) < 2:
             continue
         low = min(v for _, v in vals)
+        if all(v == low for _, v in vals):
+            continue  # every run ties: nothing to point at
         best[col] = {i for i, v in vals if v == low}
     return best
