@@ -195,6 +195,7 @@ def test_rerun_appends_a_compare_row(ip):
     assert "application/vnd.jupyter.widget-view+json" in bundle and bundle["text/html"].count('class="tl-row"') == 2
 
 
+@pytest.mark.filterwarnings("ignore:Dynamo does not know how to trace")
 def test_failed_or_stopped_rerun_keeps_rows_and_names(ip):
     ip.user_ns.update(p=torch.randn(4, 4))
     assert run(ip, "%%thunder_trace --executor eager --runs 0\nr2 = p + 1\nimport time\n"
