@@ -199,7 +199,7 @@ def test_rerun_appends_a_compare_row(ip):
 def test_failed_or_stopped_rerun_keeps_rows_and_names(ip):
     ip.user_ns.update(p=torch.randn(4, 4))
     assert run(ip, "%%thunder_trace --executor eager --runs 0\nr2 = p + 1\nimport time\n"
-                   "for _ in range(600):\n    time.sleep(0.01)").success
+                   "for _ in range(250):\n    time.sleep(0.01)").success
     view = magics(ip).views[-1]
     r2 = ip.user_ns["r2"]
     # stopped: the Stop button lands a KeyboardInterrupt in the worker within a few ms

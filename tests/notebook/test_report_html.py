@@ -41,7 +41,7 @@ def test_every_user_string_is_escaped(evil_report):
 def test_tabs_trace_and_bars(evil_report):
     page = report_html(evil_report)
     for title in ("Summary", "Trace", "Graph", "Memory", "Compare"):
-        assert f"<label for=" in page and f">{title}</label>" in page
+        assert "<label for=" in page and f">{title}</label>" in page
     assert page.count('class="tl-l tl-pk"') == 2  # one peak line per program (forward and backward)
     # bars: live bytes after the line (dark) and while it runs (light); the peak line's light bar is full
     for peak_line in re.findall(r'<div class="tl-l tl-pk">(.*?)</div>', page):

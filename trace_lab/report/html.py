@@ -155,7 +155,6 @@ def code_html(trace, max_lines: int | None = 4000) -> str:
         truncated = len(lines) - max_lines
         lines = lines[:max_lines]
     while i < len(lines):
-        ln = lines[i]
         m = mem.get(i)
         if m is not None:
             pct = 100.0 * max(m.live_after - base, 0) / scale
