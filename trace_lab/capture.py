@@ -181,7 +181,9 @@ class CaptureSession:
                 runnable = self.compile_part(program, part)
                 return make_boxed_func(runnable) if not getattr(runnable, "_boxed_call", False) else runnable
 
-            return compiler
+            # AOTAutograd compiles the backward lazily, inside loss.backward(); when that call
+            # happens in a function Dynamo is running, keep Dynamo out of our compiler.
+            return torch._dynamo.disable(compiler)
 
         fw = make_compiler("forward")
         started = time.perf_counter()

@@ -148,6 +148,9 @@ class JitFunction:
                 return outs
             return compiled.run(args)
 
+        # Never let Dynamo trace trace_lab's own runtime: a cell that calls .backward() inside
+        # the compiled function runs this backward from within Dynamo's frame hook.
+        run = torch._dynamo.disable(run)
         run._boxed_call = True
         return run
 

@@ -1,0 +1,150 @@
+"""The lab in a real browser: JupyterLab + Playwright driving Debian's chromium.
+
+Opens teaching notebook 01 in a fresh JupyterLab (127.0.0.1, token), runs all
+cells, switches the first output's fusion strategy, presses Rerun and checks
+that its Compare table gained a row and its Graph area changed. A screenshot
+goes to test-artifacts/ (git-ignored). Chromium is installed with apt-get when
+missing and this process may do so; otherwise the test is skipped, saying why.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+NOTEBOOK = "01_fusion_and_peak_memory.ipynb"
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def ensure_chromium() -> str:
+    if os.path.exists(CHROMIUM):
+        return CHROMIUM
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        pytest.skip("chromium is not installed and cannot be installed here (needs apt-get as root)")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "install", "-y", "chromium"], ["apt-get", "update"], ["apt-get", "install", "-y", "chromium"]):
+        subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900)
+        if os.path.exists(CHROMIUM):
+            return CHROMIUM
+    pytest.skip("apt-get could not install chromium (no Debian package source reachable?)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    pytest.importorskip("playwright.sync_api")
+    browser_path = ensure_chromium()
+    work = tmp_path_factory.mktemp("lab")
+    shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / NOTEBOOK)
+    port, token = free_port(), secrets.token_hex(16)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRACE_LAB_EXECUTOR="eager", JUPYTER_RUNTIME_DIR=str(work / ".rt"),
+               JUPYTERLAB_WORKSPACES_DIR=str(work / ".ws"), JUPYTERLAB_SETTINGS_DIR=str(work / ".settings"))
+    log = open(work / "jupyterlab.log", "w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}", "--ServerApp.open_browser=False",
+         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+         *(["--allow-root"] if os.geteuid() == 0 else [])],
+        env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                if server.poll() is not None or time.time() > deadline:
+                    pytest.fail("JupyterLab did not start:\n" + (work / "jupyterlab.log").read_text()[-3000:])
+                time.sleep(0.5)
+        yield base, token, browser_path
+    finally:
+        server.terminate()
+        try:
+            server.wait(20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+def test_notebook_01_run_all_switch_fusion_rerun(lab):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import expect, sync_playwright
+
+    base, token, browser_path = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=browser_path, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{base}/lab/workspaces/t{secrets.token_hex(4)}/tree/{NOTEBOOK}?reset&token={token}")
+            page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
+            select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
+            try:  # JupyterLab may ask which kernel to start: the notebook's own (Python 3)
+                select.wait_for(timeout=15_000)
+                select.click()
+            except PlaywrightTimeout:
+                pass
+            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
+            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+            # the last cell prints the path of the saved report once everything above has run
+            page.get_by_text("saved reports/01_horizontal.html").wait_for(timeout=240_000)
+            news = page.get_by_role("button", name="No", exact=True)
+            if news.count():  # JupyterLab's "notified about news?" toast
+                news.first.click()
+
+            def view():  # the first %%thunder_trace output (re-queried: outputs re-render after a rerun)
+                return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
+
+            def tab(title):
+                view().locator(".lm-TabBar-tab", has_text=title).first.click()
+
+            expect(page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab"))).to_have_count(3)
+            tab("Compare")
+            rows = view().locator(".tl-compare-area tr.tl-row")
+            n_rows = rows.count()
+            assert n_rows == 3  # none, horizontal, memory: every --compare run of the notebook
+            tab("Graph")
+            graph = view().locator(".tl-graph-area .tl-report")
+            graph.wait_for(timeout=30_000)
+            graph_before = graph.inner_html()
+
+            view().locator(".widget-dropdown", has_text="fusion").locator("select").select_option("horizontal")
+            view().get_by_role("button", name="Rerun").click()
+            tab("Compare")
+            expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)
+            expect(view().locator(".tl-compare-area tr.tl-row").last).to_contain_text("none · fusion=horizontal")
+            view().locator(".tl-compare-area").scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "notebook01_compare.png"))
+            tab("Graph")
+            graph = view().locator(".tl-graph-area .tl-report")
+            expect(graph).not_to_have_text(graph_before, timeout=30_000)
+            assert "fusion=horizontal" in graph.inner_text()
+            tab("Trace")
+            view().locator(".tl-trace-area .tl-code").wait_for(timeout=30_000)
+            view().scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "notebook01_after_rerun.png"))
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "notebook01_failure.png"))
+            raise
+        finally:
+            browser.close()

@@ -1,0 +1,128 @@
+"""Runner: one run of a cell program under given options -> (Report, value).
+
+:class:`RunOptions` are the switches the magic's flags and the widgets' controls
+set. :meth:`CellRunner.run` builds a fresh function from the cell (so every run
+has its own Dynamo cache entries), reads its inputs from the notebook *now*,
+runs it through :func:`trace_lab.inspect` (eager reference on deep copies, then
+the compiled run, memory and timing runs: every forward/backward program and
+every graph of a graph break is recorded) and, only when all of that succeeded,
+writes the names the cell bound back into the notebook. The cell's returned dict
+is taken from the last compiled call through inspect's ``loss`` hook, which
+returns None so that no extra backward runs (the cell calls ``.backward()``
+itself when it wants one).
+
+``--nproc`` hands the function to ``trace_lab.distributed.run_distributed``
+(called as ``run_distributed(fn, args, nproc=, fsdp=, fusion=, executor=,
+fusion_cache=, sort_waits=, runs=, name=, progress=)``; ``fn.__trace_lab_cell__``
+carries the CellProgram for runners that must rebuild it in another process);
+names are not written back from other processes.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, replace
+
+from ..errors import MissingDependencyError, TraceLabError
+from ..jit import EXECUTOR_CHOICES, FUSION_STRATEGIES
+from .cell import CellProgram
+
+__all__ = ["RunOptions", "CellRunner", "VALUE_NAME", "default_executor"]
+
+VALUE_NAME = "__thunder_trace_value__"  # the line form's expression value
+
+
+def default_executor() -> str:
+    """``$TRACE_LAB_EXECUTOR`` if set (validated), else 'auto'."""
+    env = os.environ.get("TRACE_LAB_EXECUTOR", "").strip()
+    if env and env not in EXECUTOR_CHOICES:
+        raise TraceLabError(f"TRACE_LAB_EXECUTOR={env!r} is not an executor; choose one of {', '.join(EXECUTOR_CHOICES)}")
+    return env or "auto"
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    fusion: str = "none"
+    executor: str = "auto"
+    fusion_cache: bool = True
+    sort_waits: bool = True
+    runs: int = 3
+    nproc: int | None = None
+    fsdp: str | None = None
+
+    def validate(self) -> "RunOptions":
+        if self.fusion not in FUSION_STRATEGIES:
+            raise TraceLabError(f"--fusion {self.fusion}: choose one of {', '.join(FUSION_STRATEGIES)}")
+        if self.executor not in EXECUTOR_CHOICES:
+            raise TraceLabError(f"--executor {self.executor}: choose one of {', '.join(EXECUTOR_CHOICES)}")
+        if self.runs < 0:
+            raise TraceLabError(f"--runs {self.runs}: the number of timed runs cannot be negative")
+        if self.nproc is not None and self.nproc < 1:
+            raise TraceLabError(f"--nproc {self.nproc}: needs at least one process")
+        if self.fsdp not in (None, "zero2", "zero3"):
+            raise TraceLabError(f"--fsdp {self.fsdp}: choose zero2 or zero3")
+        return self
+
+    def changed(self, **kw) -> "RunOptions":
+        return replace(self, **kw).validate()
+
+    def describe(self) -> str:
+        parts = [f"fusion={self.fusion}", f"executor={self.executor}"]
+        if not self.fusion_cache:
+            parts.append("no cache")
+        if not self.sort_waits:
+            parts.append("no wait sorting")
+        if self.nproc:
+            parts.append(f"nproc={self.nproc}")
+        if self.fsdp:
+            parts.append(f"fsdp={self.fsdp}")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class CellRunner:
+    """Runs one cell program against one notebook namespace."""
+
+    def __init__(self, program: CellProgram, user_ns: dict, function_name: str = "cell"):
+        self.program = program
+        self.user_ns = user_ns
+        self.function_name = function_name
+
+    def run(self, options: RunOptions, label: str, progress=None):
+        """(Report, value of the line form's expression or None); writes back on success only."""
+        __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
+        options.validate()
+        fn, args = self.program.build(self.user_ns, self.function_name)
+        outputs: list = []
+
+        def keep_output(out):  # inspect's loss hook: record the cell's bindings, request no backward
+            outputs.append(out)
+            return None
+
+        if options.nproc is not None or options.fsdp is not None:
+            report = self._run_distributed(fn, args, options, label, progress)
+            return report, None
+        import trace_lab
+
+        report = trace_lab.inspect(
+            fn, *args, fusion=options.fusion, executor=options.executor, fusion_cache=options.fusion_cache,
+            sort_waits=options.sort_waits, runs=options.runs, measure_memory=options.runs > 0, backward=None,
+            loss=keep_output, name=label, progress=progress)
+        result = dict(outputs[-1]) if outputs and isinstance(outputs[-1], dict) else {}
+        value = result.pop(VALUE_NAME, None)
+        self.program.write_back(self.user_ns, result)
+        return report, value
+
+    @staticmethod
+    def _run_distributed(fn, args, options, label, progress):
+        from ..report.optional_views import optional
+
+        run_distributed, why = optional("trace_lab.distributed", "run_distributed")
+        if run_distributed is None:
+            raise MissingDependencyError(
+                f"--nproc/--fsdp run the cell in several processes; that {why.replace('needs', 'needs the runner')}. "
+                "Run without --nproc/--fsdp.")
+        return run_distributed(fn, args, nproc=options.nproc or 1, fsdp=options.fsdp, fusion=options.fusion,
+                               executor=options.executor, fusion_cache=options.fusion_cache,
+                               sort_waits=options.sort_waits, runs=options.runs, name=label, progress=progress)

@@ -1,0 +1,423 @@
+"""LabView: the live output of ``%%thunder_trace`` (ipywidgets 8), with a static twin.
+
+Layout: controls (fusion, executor, fusion cache, wait sorting, runs, Rerun,
+Stop), a status row (progress bar, step, errors), a run / program / kind picker,
+and five tabs: Summary, Trace (stage picker, highlighted trace with live-bytes
+bars), Graph (before/after fusion, rendered when the tab is opened), Memory
+(one curve per run) and Compare (one row per run, best values starred).
+
+Displaying a LabView gives a MIME bundle with the widget view *and* the same
+content as static HTML (``trace_lab.report.html.report_html``) plus the text
+summary, so saved notebooks and exports without widget state still show it.
+
+Rerun and the kernel. A Rerun compiles in a **background thread**, not on the
+kernel's main thread: torch.compile of a large model can take minutes, and a
+click handler that ran it inline would hold the kernel's shell channel so no
+other cell could run, and the widgets (progress, Stop) would not update from
+the frontend either. In the worker the kernel stays free, progress arrives
+through inspect's ``progress`` callback, and Dynamo's global compile lock
+serialises it with any compile the user starts meanwhile. Stopping: the Stop
+button, or the kernel's Interrupt while the kernel is otherwise idle (a SIGINT
+hook installed through ipykernel's idle handler slot), set a cancel flag checked
+at every progress step and raise KeyboardInterrupt asynchronously in the worker
+(``PyThreadState_SetAsyncExc``), which lands at the next Python bytecode; a long
+native call (a C++ compile) finishes first. One rerun per view at a time. A
+failed or stopped rerun shows its error in the status row, writes nothing back
+and keeps every earlier run. The first run of a cell is synchronous (it *is*
+the cell's execution, interruptible like any cell).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+import weakref
+
+from ..jit import EXECUTOR_CHOICES, FUSION_STRATEGIES
+from ..report.html import (code_html, compare_html, css, error_html, esc, memory_html, part_traces,
+                           report_html, summary_html)
+from .runner import RunOptions
+from .session import Session
+
+__all__ = ["LabView", "progress_widget"]
+
+_STEPS = 5  # inspect's progress steps (eager reference, first call, memory, timing) + done
+_ACTIVE: "weakref.WeakSet[LabView]" = weakref.WeakSet()
+_HOOK_INSTALLED = False
+
+
+def _wrap(body: str) -> str:
+    return f'<div class="tl-report">{body}</div>'
+
+
+def progress_widget(text: str = "starting"):
+    """(box, callback): a progress bar + label, and the ``progress(msg)`` callback that drives it."""
+    import ipywidgets as W
+
+    bar = W.IntProgress(min=0, max=_STEPS, value=0, layout=W.Layout(width="180px"))
+    label = W.Label(text)
+
+    def step(msg: str) -> None:
+        bar.value = min(bar.value + 1, bar.max)
+        label.value = msg
+
+    return W.HBox([W.Label("trace_lab:"), bar, label]), step
+
+
+def _async_raise(thread: threading.Thread, exc_type=KeyboardInterrupt) -> bool:
+    if thread.ident is None or not thread.is_alive():
+        return False
+    n = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))
+    return n == 1
+
+
+def _install_interrupt_hook(shell) -> None:
+    """Make the kernel's Interrupt stop background reruns while no cell is running.
+
+    ipykernel ignores SIGINT while idle and restores ``kernel.saved_sigint_handler``
+    after each message; putting our handler there (from a click handler, i.e.
+    inside a message) makes it the idle handler. It stops running reruns and
+    otherwise defers to the previous idle handler.
+    """
+    global _HOOK_INSTALLED
+    kernel = getattr(shell, "kernel", None)
+    if _HOOK_INSTALLED or kernel is None or not hasattr(kernel, "saved_sigint_handler"):
+        return
+    previous = kernel.saved_sigint_handler
+
+    def on_sigint(signum, frame):
+        views = [v for v in list(_ACTIVE) if v.running]
+        for v in views:
+            v.stop()
+        if not views and callable(previous):
+            previous(signum, frame)
+
+    kernel.saved_sigint_handler = on_sigint
+    _HOOK_INSTALLED = True
+
+
+class LabView:
+    """Controls + tabs for one cell's runs; ``runs`` is this cell's Session, ``compare``
+    the kernel-wide one when the cell was marked ``--compare``."""
+
+    def __init__(self, runner, options: RunOptions, runs: Session, compare: Session | None = None,
+                 base_label: str = "cell", shell=None):
+        import ipywidgets as W
+
+        self.runner = runner
+        self.options = options
+        self.runs = runs
+        self.compare = compare
+        self.base_label = base_label
+        self.shell = shell
+        self.display_handle = None
+        self.last_error: BaseException | None = None
+        self._worker: threading.Thread | None = None
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._graph_cache: dict = {}
+        self._shown = None  # the Run on display
+
+        lay = W.Layout(width="auto")
+        self.fusion = W.Dropdown(options=list(FUSION_STRATEGIES), value=options.fusion, description="fusion",
+                                 layout=W.Layout(width="190px"))
+        self.executor = W.Dropdown(options=list(EXECUTOR_CHOICES), value=options.executor, description="executor",
+                                   layout=W.Layout(width="190px"))
+        self.cache = W.Checkbox(value=options.fusion_cache, description="fusion cache", indent=False, layout=lay)
+        self.sort_waits = W.Checkbox(value=options.sort_waits, description="sort waits", indent=False, layout=lay)
+        self.nruns = W.BoundedIntText(value=options.runs, min=0, max=10000, description="runs",
+                                      layout=W.Layout(width="130px"))
+        self.rerun_button = W.Button(description="Rerun", button_style="primary", icon="refresh",
+                                     tooltip="compile the same cell again with these options; adds a Compare row",
+                                     layout=W.Layout(width="100px"))
+        self.stop_button = W.Button(description="Stop", icon="stop", disabled=True, layout=W.Layout(width="80px"),
+                                    tooltip="stop the running rerun (the kernel's Interrupt does the same)")
+        self.progress = W.IntProgress(min=0, max=_STEPS, value=0, layout=W.Layout(width="160px"))
+        self.step = W.Label("")
+        self.status = W.HTML("")
+        self.run_select = W.Dropdown(description="showing", layout=W.Layout(width="320px"))
+        self.kind_select = W.ToggleButtons(options=["forward", "backward"], value="forward",
+                                           style={"button_width": "92px"})
+        self.program_select = W.Dropdown(description="program", layout=W.Layout(width="260px"))
+        self.stage_select = W.Dropdown(description="stage", layout=W.Layout(width="320px"))
+        self.summary = W.HTML()
+        self.trace = W.HTML()
+        self.graph = W.HTML()
+        self.memory = W.HTML()
+        self.table = W.HTML()
+        self.tabs = W.Tab(children=[self.summary, W.VBox([self.stage_select, self.trace]), self.graph, self.memory,
+                                    self.table])
+        self.tabs.titles = ("Summary", "Trace", "Graph", "Memory", "Compare")
+        self.widget = W.VBox([
+            W.HTML(f"<style>{css()}</style>"),
+            W.HBox([self.fusion, self.executor, self.cache, self.sort_waits, self.nruns, self.rerun_button,
+                    self.stop_button], layout=W.Layout(flex_flow="row wrap", align_items="center")),
+            W.HBox([self.progress, self.step, self.status], layout=W.Layout(align_items="center")),
+            W.HBox([self.run_select, self.program_select, self.kind_select], layout=W.Layout(flex_flow="row wrap")),
+            self.tabs,
+        ])
+        self.widget.add_class("tl-lab")
+        for w, cls in ((self.summary, "tl-summary-area"), (self.trace, "tl-trace-area"), (self.graph, "tl-graph-area"),
+                       (self.memory, "tl-memory-area"), (self.table, "tl-compare-area"), (self.status, "tl-status")):
+            w.add_class(cls)  # stable hooks for browser tests and user CSS
+        self.progress.layout.display = "none"
+        self.rerun_button.on_click(lambda _b: self.rerun())
+        self.stop_button.on_click(lambda _b: self.stop())
+        self.run_select.observe(self._on_run, names="value")
+        self.program_select.observe(self._on_part, names="value")
+        self.kind_select.observe(self._on_part, names="value")
+        self.stage_select.observe(self._on_stage, names="value")
+        self.tabs.observe(self._on_tab, names="selected_index")
+        self._refresh_suspended = False
+        self.table_session.subscribe(self)
+        _ACTIVE.add(self)
+
+    # -- runs ---------------------------------------------------------------------------
+    @property
+    def table_session(self) -> Session:
+        return self.compare if self.compare is not None else self.runs
+
+    @property
+    def running(self) -> bool:
+        return self._worker is not None and self._worker.is_alive()
+
+    def add_run(self, label: str, report):
+        self._refresh_suspended = True
+        try:
+            run = self.runs.add(label, report)
+            if self.compare is not None:
+                self.compare.add(label, report)
+        finally:
+            self._refresh_suspended = False
+        self._refresh_runs(show=run)
+        return run
+
+    def on_session_change(self, session) -> None:
+        """Another output sharing the kernel-wide table added a run: refresh Compare and Memory."""
+        if self._refresh_suspended or self._shown is None:
+            return
+        self.table.value = _wrap(compare_html([r.row() for r in self.table_session.runs]))
+        self._refresh_memory(self._current_part())
+
+    def options_from_controls(self) -> RunOptions:
+        return self.options.changed(fusion=self.fusion.value, executor=self.executor.value,
+                                    fusion_cache=bool(self.cache.value), sort_waits=bool(self.sort_waits.value),
+                                    runs=int(self.nruns.value))
+
+    def rerun(self, options: RunOptions | None = None) -> bool:
+        """Start a rerun in the background with the controls' options; False if one is running."""
+        with self._lock:
+            if self.running:
+                return False
+            try:
+                opts = options or self.options_from_controls()
+            except Exception as e:  # noqa: BLE001 - bad option values: say so, keep the view
+                self.status.value = error_html("cannot rerun", str(e))
+                return False
+            _install_interrupt_hook(self.shell)
+            self._cancel.clear()
+            self.last_error = None
+            self._set_running(True, f"rerun: {opts.describe()}")
+            self._worker = threading.Thread(target=self._work, args=(opts,), name="trace_lab-rerun", daemon=True)
+            self._worker.start()
+            return True
+
+    def stop(self) -> None:
+        """Stop the running rerun (cancel flag + KeyboardInterrupt in the worker)."""
+        worker = self._worker
+        if worker is None or not worker.is_alive():
+            return
+        self._cancel.set()
+        self.step.value = "stopping..."
+        _async_raise(worker)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the running rerun ends (tests, scripts); True if none is running afterwards."""
+        worker = self._worker
+        if worker is not None:
+            worker.join(timeout)
+        return not self.running
+
+    def _changes(self, opts: RunOptions) -> str:
+        """What a rerun changed, e.g. 'fusion=memory, no cache' (its Compare label)."""
+        first, new = self.options.to_dict(), opts.to_dict()
+        words = []
+        for key, value in new.items():
+            if first[key] != value:
+                words.append({"fusion_cache": "cache " + ("on" if value else "off"),
+                              "sort_waits": "wait sorting " + ("on" if value else "off")}.get(key, f"{key}={value}"))
+        return ", ".join(words) or "rerun"
+
+    def _progress(self, msg: str) -> None:
+        if self._cancel.is_set():
+            raise KeyboardInterrupt("stopped")
+        self.progress.value = min(self.progress.value + 1, self.progress.max - 1)
+        self.step.value = msg
+
+    def _work(self, opts: RunOptions) -> None:
+        started = time.perf_counter()
+        label = self.table_session.unique_label(f"{self.base_label} · {self._changes(opts)}")
+        try:
+            try:
+                report, _ = self.runner.run(opts, label=label, progress=self._progress)
+            except KeyboardInterrupt:
+                self.last_error = KeyboardInterrupt("stopped")
+                self.status.value = error_html("rerun stopped", "nothing was written back; earlier runs are kept")
+                return
+            except BaseException as e:  # noqa: BLE001 - shown in the view; the kernel carries on
+                self.last_error = e
+                self.status.value = error_html(f"rerun failed ({type(e).__name__})",
+                                               f"{e}\nNotebook variables are unchanged; earlier runs are kept.")
+                return
+            self.add_run(label, report)
+            self.status.value = ""
+            self.step.value = f"done in {time.perf_counter() - started:.1f} s: {label}"
+            self.progress.value = self.progress.max
+            self.refresh_display()
+        except KeyboardInterrupt:  # a Stop that landed after the run finished
+            self.last_error = KeyboardInterrupt("stopped")
+        finally:
+            self._set_running(False)
+
+    def _set_running(self, running: bool, msg: str = "") -> None:
+        self.rerun_button.disabled = running
+        self.stop_button.disabled = not running
+        self.progress.layout.display = None if running else "none"
+        if running:
+            self.progress.value = 0
+            self.step.value = msg
+            self.status.value = ""
+
+    # -- views ---------------------------------------------------------------------------
+    def _refresh_runs(self, show=None) -> None:
+        runs = self.table_session.runs
+        mine = self.runs.runs
+        options = [(r.label, i) for i, r in enumerate(mine)]
+        if show is None:
+            show = mine[-1] if mine else None
+        self._shown = show
+        self.run_select.unobserve(self._on_run, names="value")
+        self.run_select.options = options
+        self.run_select.value = mine.index(show) if show in mine else None
+        self.run_select.observe(self._on_run, names="value")
+        self.table.value = _wrap(compare_html([r.row() for r in runs]))
+        self._show_run(show)
+
+    def _on_run(self, change) -> None:
+        mine = self.runs.runs
+        if change["new"] is not None and change["new"] < len(mine):
+            self._show_run(mine[change["new"]])
+
+    def _show_run(self, run) -> None:
+        self._shown = run
+        if run is None:
+            return
+        report = run.report
+        self.summary.value = _wrap(summary_html(report))
+        parts = part_traces(report)
+        programs = sorted({label.split(" #")[1] for label, _ in parts}, key=int)
+        self.program_select.unobserve(self._on_part, names="value")
+        self.program_select.options = [(f"#{p}" + self._program_reason(report, int(p)), p) for p in programs]
+        if programs:
+            self.program_select.value = programs[0]
+        self.program_select.layout.display = None if len(programs) > 1 else "none"
+        self.program_select.observe(self._on_part, names="value")
+        has_backward = any(label.startswith("backward") for label, _ in parts)
+        self.kind_select.unobserve(self._on_part, names="value")
+        if not has_backward:
+            self.kind_select.value = "forward"
+        self.kind_select.disabled = not has_backward  # nothing needed a gradient: forward (inference) only
+        self.kind_select.observe(self._on_part, names="value")
+        self._on_part()
+
+    @staticmethod
+    def _program_reason(report, index: int) -> str:
+        for p in report.programs:
+            if p["index"] == index and p.get("reason") and p["reason"] != "first compile":
+                return f" ({p['reason'][:60]})"
+        return ""
+
+    def _current_part(self):
+        """(label, stages) of the shown run's selected program and kind, or None."""
+        if self._shown is None:
+            return None
+        parts = dict(part_traces(self._shown.report))
+        kind = self.kind_select.value
+        prog = self.program_select.value
+        for k in ((kind,) if kind == "backward" else ("forward", "inference")):
+            label = f"{k} #{prog}"
+            if label in parts:
+                return label, parts[label]
+        return None
+
+    def _on_part(self, change=None) -> None:
+        part = self._current_part()
+        self.stage_select.unobserve(self._on_stage, names="value")
+        if part is None:
+            self.stage_select.options = []
+            self.trace.value = _wrap(f'<div class="tl-placeholder">no {esc(self.kind_select.value)} program here '
+                                     "(the cell computed nothing that needs a gradient, or it did not call "
+                                     ".backward())</div>")
+        else:
+            stages = part[1]
+            self.stage_select.options = [(f"{i}: {t.stage}", i) for i, t in enumerate(stages)]
+            self.stage_select.value = len(stages) - 1
+            self._on_stage()
+        self.stage_select.observe(self._on_stage, names="value")
+        self._refresh_memory(part)
+        self.graph.value = ""
+        if self.tabs.selected_index == 2:
+            self._render_graph()
+
+    def _refresh_memory(self, part) -> None:
+        self.memory.value = _wrap(memory_html([(r.label, r.report) for r in self.table_session.runs],
+                                              part[0] if part else None))
+
+    def _on_stage(self, change=None) -> None:
+        part = self._current_part()
+        if part is None or self.stage_select.value is None:
+            return
+        self.trace.value = _wrap(code_html(part[1][self.stage_select.value]))
+
+    def _on_tab(self, change) -> None:
+        if change["new"] == 2 and not self.graph.value:
+            self._render_graph()
+
+    def _render_graph(self) -> None:
+        from ..report.optional_views import graph_view_html
+
+        part = self._current_part()
+        if part is None:
+            self.graph.value = _wrap('<div class="tl-placeholder">no program for this selection</div>')
+            return
+        key = (id(self._shown), part[0])
+        if key not in self._graph_cache:
+            stages = part[1]
+            head = (f"<h5>{esc(self._shown.label)} &middot; {esc(part[0])}: {esc(stages[0].stage)} ({len(stages[0].ops)} "
+                    f"lines) &rarr; {esc(stages[-1].stage)} ({len(stages[-1].ops)} lines)</h5>")
+            self._graph_cache[key] = _wrap(head + graph_view_html(stages[0], stages[-1]))
+        self.graph.value = self._graph_cache[key]
+
+    # -- display ---------------------------------------------------------------------------
+    def static_html(self) -> str:
+        run = self._shown
+        if run is None:
+            return _wrap('<div class="tl-placeholder">no runs yet</div>')
+        return report_html(run.report, [(r.label, r.report) for r in self.table_session.runs])
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        data = self.widget._repr_mimebundle_() or {}
+        data["text/html"] = self.static_html()
+        data["text/plain"] = str(self._shown.report) if self._shown is not None else repr(self)
+        return data
+
+    def refresh_display(self) -> None:
+        """Refresh the saved (static) copy of this output after a rerun."""
+        if self.display_handle is not None:
+            try:
+                self.display_handle.update(self)
+            except Exception:  # noqa: BLE001 - a frontend without display updates keeps the old copy
+                pass
+
+    def __repr__(self) -> str:
+        return f"<LabView {self.base_label!r}: {len(self.runs)} runs>"
