@@ -198,3 +198,18 @@ def test_region_signature_lists_input_descriptors():
     text = region_signature(sub, [a.meta["val"] for a in node.args])
     assert text.splitlines()[0] == "in0: float32[8, 8] stride=[8, 1] order=[0, 1] aligned cpu"
     assert "aten.relu.default" in text
+
+
+def test_a_region_inductor_cannot_compile_is_named_in_the_error(monkeypatch):
+    import trace_lab.executors.inductor as inductor_module
+
+    def broken(sub, input_vals, disable_inductor_caches=False):
+        raise RuntimeError("no C++ compiler found\nmore detail")
+
+    monkeypatch.setattr(inductor_module, "compile_region", broken)
+    jfn = trace_lab.jit(chain, fusion="dataflow", executor="inductor")
+    with pytest.raises(trace_lab.TraceLabError,
+                       match=r"Inductor could not compile fused region fusion0 \(3 ops: aten.exp.default, "
+                             r"aten.exp.default, aten.sum.dim_IntList\): RuntimeError: no C\+\+ compiler found\. "
+                             r"executor='eager'"):
+        jfn(torch.randn(8, 8))
