@@ -192,3 +192,17 @@ def test_memory_peak_workload_horizontal_vs_memory():
     assert peak(fuse(part.trace, "none", INDUCTOR_LIKE)) == 3 * mib // 4
     assert peak(fuse(part.trace, "horizontal", INDUCTOR_LIKE)) == 5 * mib
     assert peak(fuse(part.trace, "memory", INDUCTOR_LIKE)) == 3 * mib // 4
+
+
+def test_fusing_an_already_fused_program_keeps_its_regions(paths_trace):
+    once = fuse(paths_trace, "horizontal", INDUCTOR_LIKE)
+    op_by_op = StubExecutor(materializes_regions=True)
+    for executor in (INDUCTOR_LIKE, op_by_op):
+        twice = fuse(once, "memory", executor)
+        assert [n.target for n in twice.ops if n.op == "call_module"] == ["fusion0", "fusion1"]
+        assert peak(twice, executor) <= peak(once, executor)
+        graph = OpGraph(once, executor.can_fuse)
+        units = plan_units(once, "memory", executor.can_fuse, executor.materializes_regions)
+        assert MemoryModel(once, graph, executor.materializes_regions).peak(units) == peak(twice, executor)
+    args = [x8(seed=i) for i in range(4)]
+    torch.testing.assert_close(twice.python_callable()(*args), interpret(paths_trace)(args))

@@ -26,6 +26,7 @@ import time
 import torch
 import torch.fx as fx
 
+from ..errors import TraceLabError
 from ..trace import Trace, is_getitem, tensor_values
 from .base import CompiledProgram, Executor, register
 from .eager import interpret
@@ -145,8 +146,17 @@ class InductorExecutor(Executor):
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             region = node.meta.get("region") or {}
             signature = region.get("signature") or region_signature(sub, input_vals)
-            fn, hit, seconds = self.cache.get_or_compile(
-                signature, lambda: compile_region(sub, input_vals, disable_inductor_caches=not self.fusion_cache))
+            try:
+                fn, hit, seconds = self.cache.get_or_compile(
+                    signature, lambda: compile_region(sub, input_vals, disable_inductor_caches=not self.fusion_cache))
+            except Exception as e:  # noqa: BLE001 - said plainly, cause attached
+                ops = region.get("ops", [])
+                first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                raise TraceLabError(
+                    f"Inductor could not compile fused region {node.target} ({len(ops)} ops: "
+                    f"{', '.join(ops[:4])}{', ...' if len(ops) > 4 else ''}): {type(e).__name__}: {first}. "
+                    "executor='eager' runs the same program op by op; fusion='none' leaves every op unfused."
+                ) from e
             compiled[node] = fn
             records.append({"name": node.target, "signature": signature_hash(signature),
                             "ops": list(region.get("ops", [])), "cache_hit": hit, "compile_seconds": seconds})

@@ -25,7 +25,7 @@ import torch.fx as fx
 from ..analysis.liveness import alias_sources
 from ..executors.fusion_cache import region_signature
 from ..printer import target_name
-from ..trace import Trace, is_getitem, tensor_values
+from ..trace import Trace, is_getitem
 
 __all__ = ["build_trace", "computes_something", "region_nodes"]
 
@@ -199,7 +199,3 @@ def _emit_region(graph, env, root, unit, k, in_unit, returned, name) -> dict:
         g.meta = _copy_meta(v)
         env[v] = g
     return {"name": name, "ops": len(ops), "inputs": len(inputs), "outputs": len(outputs)}
-
-
-def tensor_outputs(node: fx.Node) -> list:
-    return [t for t in tensor_values(node.meta.get("val")) if t is not None]

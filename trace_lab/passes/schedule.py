@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import torch.fx as fx
 
-from ..analysis.liveness import CUDA_ROUNDING, alias_sources, tensor_bytes
+from ..analysis.liveness import CUDA_ROUNDING, _region_inner_peak, alias_sources, tensor_bytes
 from ..trace import is_getitem, tensor_values
 from .partition import OpGraph, Unit, producer
 
@@ -61,7 +61,7 @@ class MemoryModel:
     def __init__(self, trace, graph: OpGraph, materialized: bool):
         self.graph = graph
         self.materialized = materialized
-        rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
+        self.rounding = rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
         self.nbytes: list[int] = []
         self.pinned: set[int] = set()
         self.value_bid: dict[fx.Node, int] = {}
@@ -125,7 +125,11 @@ class MemoryModel:
 
     def _op_cost(self, n: fx.Node) -> UnitCost:
         touched = {b for _, b in self._in[n]} | {b for b in self.slots.get(n, []) if b is not None}
-        return UnitCost(sum(self.nbytes[b] for b in self.created.get(n, [])), 0, tuple(sorted(touched)))
+        alloc = sum(self.nbytes[b] for b in self.created.get(n, []))
+        extra = 0
+        if n.op == "call_module" and self.materialized:  # a region fused earlier, run op by op
+            extra = _region_inner_peak(n, self.rounding, alloc)
+        return UnitCost(alloc, extra, tuple(sorted(touched)))
 
     def _region_cost(self, unit: Unit) -> UnitCost:
         inside = set(unit.nodes)
