@@ -128,6 +128,8 @@ class JitFunction:
             self.executor_reasons.append(reason)
         executor = self._executor(exec_name)
         part.traces = run_pipeline(trace, PassContext(self.options, executor))
+        for stage in part.traces:  # so printed liveness matches how this executor runs regions
+            stage.info["materialized_regions"] = executor.materializes_regions
         compiled = executor.compile(part.traces[-1])
         part.compiled = compiled
         jfn = self

@@ -169,6 +169,8 @@ class Trace:
         """Per-line memory (see :mod:`trace_lab.analysis.liveness`), cached per mode."""
         from .analysis.liveness import compute_liveness
 
+        if materialized_regions is None:  # the executor that runs this trace said (jit sets it)
+            materialized_regions = self.info.get("materialized_regions", False)
         key = ("_liveness", materialized_regions)
         cache = self.__dict__.setdefault("_liveness_cache", {})
         if key not in cache:

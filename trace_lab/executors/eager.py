@@ -82,8 +82,12 @@ class EagerExecutor(Executor):
         pass
 
     def can_fuse(self, node: fx.Node) -> bool:
-        # Grouping under eager is bookkeeping only; any aten op may join a region.
-        return node.op == "call_function" and not is_getitem(node)
+        # Grouping under eager is bookkeeping only (regions run op by op). It groups what a
+        # fusing compiler would (Inductor's table: pointwise, reductions, views; no matmuls),
+        # so the fusion strategies show the same structure they have on a real executor.
+        from .inductor import inductor_can_fuse
+
+        return inductor_can_fuse(node)
 
     def compile(self, trace: Trace) -> CompiledProgram:
         started = time.perf_counter()
