@@ -6,8 +6,8 @@ with its estimated ``timeline`` (:mod:`trace_lab.report.timeline`), rank 0's tra
 stored text and memory (:mod:`trace_lab.report.stored`, field ``trace_parts``), and per
 rank its timings, differential check and the scalar values the cell bound. A
 :class:`DistributedReport` is a :class:`~trace_lab.report.Report` built from that data
-(``jfn`` is None, ``traces()`` is []): the Trace, Graph and Memory views read
-``trace_parts``; the Summary gains how the run was launched, one row per rank, the
+(``jfn`` is None, ``traces()`` is []; ``stored_traces(part)`` gives the stored stages):
+the Trace, Graph and Memory views read ``trace_parts``; the Summary gains how the run was launched, one row per rank, the
 line saying that names are not written back, and the timeline (table and one SVG per
 program part: compute and communication lanes, exposed communication, overlap).
 """
@@ -41,6 +41,13 @@ class DistributedReport(Report):
         timeline = data.pop("timeline", None)
         return cls.from_dict(data, launch=dict(launch), ranks=[v["rank_summary"] for v in values],
                              timeline=timeline, trace_parts=values[0].get("trace_parts", []))
+
+    def stored_traces(self, part: str = "forward #0") -> list:
+        """Rank 0's stages of one program part (``"forward #0"``, ``"backward #0"``, ...) as
+        :class:`~trace_lab.report.stored.StoredTrace` (``str()`` is the trace text); [] if absent."""
+        from .stored import stored_part_traces
+
+        return dict(stored_part_traces(self.trace_parts)).get(part, [])
 
     def launch_note(self) -> str:
         la = self.launch
