@@ -9,6 +9,7 @@ missing and this process may do so; otherwise the test is skipped, saying why.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -128,7 +129,8 @@ def test_notebook_01_run_all_switch_fusion_rerun(lab):
             graph.wait_for(timeout=30_000)
             graph_before = graph.inner_html()
 
-            view().locator(".widget-dropdown", has_text="fusion").locator("select").select_option("horizontal")
+            view().locator(".widget-dropdown").filter(
+                has=page.locator("label", has_text=re.compile(r"^fusion$"))).locator("select").select_option("horizontal")
             view().get_by_role("button", name="Rerun").click()
             tab("Compare")
             expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)

@@ -124,7 +124,13 @@ def test_replicated_without_fsdp_and_errors_keep_state(ip):
     assert result.success, result.error_in_exec
     rep = ip.user_ns["r3"]
     assert [r["scalars"]["s"] for r in rep.ranks] == [12.0, 12.0]
-    assert "replicated" in text_of(views(ip)[-1].summary.value)
+    view = views(ip)[-1]
+    assert "replicated" in text_of(view.summary.value)
+    # Rerun (background thread) keeps --nproc and takes the controls' options
+    view.nruns.value = 1
+    assert view.rerun() and view.wait(120) and view.last_error is None, view.last_error
+    assert len(view.runs) == 2 and view.runs.runs[-1].report.launch["nproc"] == 2
+    assert [len(r["run_seconds"]) for r in view.runs.runs[-1].report.ranks] == [1, 1]
     before = dict(visible(ip.user_ns))
     n_views = len(views(ip))
     result = ip.run_cell("%%thunder_trace --nproc 2 --executor eager --runs 0\n"
