@@ -129,7 +129,6 @@ def test_notebook_01_run_all_switch_fusion_rerun(lab):
             graph.wait_for(timeout=30_000)
             graph_before = graph.inner_html()
 
-            # the control's label is exactly "fusion" (the stage selector lists a "fusion" stage too)
             view().locator(".widget-dropdown").filter(
                 has=page.locator("label", has_text=re.compile(r"^fusion$"))).locator("select").select_option("horizontal")
             view().get_by_role("button", name="Rerun").click()

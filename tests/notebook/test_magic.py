@@ -18,7 +18,7 @@ from trace_lab.notebook import kernel_session
 from trace_lab.notebook.magics import ThunderTraceMagics, split_line
 
 OPTION_NAMES = ["--fusion", "--executor", "--no-fusion-cache", "--no-sort-waits", "--runs", "--compare", "--name",
-                "-o", "--nproc", "--fsdp"]
+                "-o", "--nproc", "--fsdp", "--max-inflight"]
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,7 @@ def test_help_documents_every_option(ip, capsys):
     for choice in ("none", "dataflow", "horizontal", "memory", "auto", "nvfuser", "inductor", "eager", "zero2"):
         assert choice in doc
     assert "REPEAT" in doc and "0 = run the compiled cell" in doc  # --runs says side effects repeat
+    assert "NOT written back" in doc  # --nproc says the workers' names do not come back
     ip.run_cell("%%thunder_trace?")  # IPython's help path (pinfo) prints the same page
     out = capsys.readouterr().out
     assert "--no-fusion-cache" in out and "--fsdp" in out
@@ -159,7 +160,8 @@ def test_compiler_failure_is_one_clear_line_and_keeps_state(ip, monkeypatch):
 
 @pytest.mark.parametrize("line, message", [
     ("--runs -1", "negative"),
-    ("--nproc 2", "trace_lab.distributed"),
+    ("--nproc 0", "at least one process"),
+    ("--max-inflight 2", "needs --fsdp"),
     ("-o 'not a name'", "variable name"),
 ])
 def test_bad_options_are_usage_errors(ip, line, message):

@@ -29,7 +29,8 @@ import torch
 
 from ..errors import TraceLabError
 
-__all__ = ["WorkerContext", "RankResult", "DistributedRun", "run_distributed", "current", "free_port"]
+__all__ = ["WorkerContext", "RankResult", "DistributedRun", "run_distributed", "current", "free_port", "report_data",
+           "report_timings"]
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def _choose(backend: str, device: str, nproc: int) -> tuple[str, str]:
     return backend, device
 
 
-def _report_data(report) -> dict:
+def report_data(report) -> dict:
     from ..report.timeline import report_timeline
 
     data = report.to_dict()
@@ -115,7 +116,7 @@ def _report_data(report) -> dict:
     return data
 
 
-def _timings_of(report) -> dict:
+def report_timings(report) -> dict:
     return {"first_run_seconds": report.first_run_seconds, "steady_seconds": report.steady_seconds,
             "run_seconds": list(report.run_seconds)}
 
@@ -148,8 +149,8 @@ def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace,
             value, report = None, value
         result.timings["wall_seconds"] = time.perf_counter() - started
         if report is not None:
-            result.report = _report_data(report)
-            result.timings.update(_timings_of(report))
+            result.report = report_data(report)
+            result.timings.update(report_timings(report))
         result.value = value
     except BaseException:  # noqa: BLE001 - shipped to the parent with its traceback
         result.error = traceback.format_exc()

@@ -29,7 +29,7 @@ from .session import Session, kernel_session
 __all__ = ["ThunderTraceMagics", "load_ipython_extension"]
 
 # options that take a value (for splitting the line form into options and expression)
-_VALUED = {"--fusion", "--executor", "--runs", "--name", "-o", "--output", "--nproc", "--fsdp"}
+_VALUED = {"--fusion", "--executor", "--runs", "--name", "-o", "--output", "--nproc", "--fsdp", "--max-inflight"}
 _FLAGS = {"--no-fusion-cache", "--no-sort-waits", "--compare"}
 _TOKEN = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\S+)""")
 
@@ -109,10 +109,18 @@ class ThunderTraceMagics(Magics):
     @argument("--name", metavar="LABEL", help="label of this run in the report and the Compare table.")
     @argument("-o", "--output", metavar="VAR", help="store the Report in the notebook variable VAR.")
     @argument("--nproc", type=int, default=None, metavar="N",
-              help="run the cell in N processes with torch.distributed (gloo on CPU, NCCL on GPUs) and show rank "
-                   "0's report; needs trace_lab.distributed. Names are not written back from the workers.")
+              help="run the cell in N CPU processes (torch.distributed, gloo; forks of this kernel) and show rank "
+                   "0's report plus every rank's timings and the compute/communication timeline. Every rank runs "
+                   "the whole cell on the same inputs: without --fsdp that is N replicas (no data parallelism). "
+                   "Names the cell assigns are NOT written back from the workers (numbers and one-element tensors "
+                   "they bound are listed per rank). Inputs on CUDA are refused (use run_distributed in a script).")
     @argument("--fsdp", choices=["zero2", "zero3"], default=None,
-              help="shard parameters across the --nproc ranks (ZeRO-2 or ZeRO-3 trace transform).")
+              help="shard the parameters of every nn.Module the cell reads across the --nproc ranks (one process "
+                   "without --nproc) and insert all-gathers/reduce-scatters into the traces: zero2 keeps gathered "
+                   "parameters for the backward, zero3 frees them and gathers again.")
+    @argument("--max-inflight", type=int, default=None, metavar="K", dest="max_inflight",
+              help="with --fsdp and wait sorting: at most K all-gathers issued and not yet waited for (default 2 "
+                   "for zero3, unlimited for zero2; 0 = unlimited). Bounds the memory held by prefetched parameters.")
     @argument("expression", nargs="*", help="line form only (%%thunder_trace EXPR): the expression to run; its "
                                             "value is returned.")
     @line_cell_magic
@@ -128,6 +136,11 @@ class ThunderTraceMagics(Magics):
         the same cell with another fusion strategy, executor, cache or wait
         sorting setting (each rerun adds a row to Compare).
 
+        With --nproc N (and --fsdp) the cell runs in N worker processes: the
+        output shows rank 0's programs, every rank's timings and the timeline of
+        compute and communication; names assigned by the cell are NOT written
+        back from the workers, and the notebook is left as it was.
+
         Examples::
 
             %%thunder_trace --fusion horizontal --compare
@@ -135,6 +148,10 @@ class ThunderTraceMagics(Magics):
             loss.backward()
 
             y = %thunder_trace --fusion memory f(a, b)
+
+            %%thunder_trace --nproc 2 --fsdp zero3 --no-sort-waits
+            loss = model(x).sum()
+            loss.backward()
         """
         __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
         if cell is None:
@@ -154,7 +171,8 @@ class ThunderTraceMagics(Magics):
         try:
             options = RunOptions(fusion=args.fusion, executor=args.executor or default_executor(),
                                  fusion_cache=not args.no_fusion_cache, sort_waits=not args.no_sort_waits,
-                                 runs=args.runs, nproc=args.nproc, fsdp=args.fsdp).validate()
+                                 runs=args.runs, nproc=args.nproc, fsdp=args.fsdp,
+                                 max_inflight=args.max_inflight).validate()
         except TraceLabError as e:
             raise UsageError(str(e)) from None
         name = _unquote(args.name) or (f"cell {self.shell.execution_count}" if cell is not None else expr.strip()[:40])

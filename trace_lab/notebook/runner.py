@@ -11,22 +11,20 @@ is taken from the last compiled call through inspect's ``loss`` hook, which
 returns None so that no extra backward runs (the cell calls ``.backward()``
 itself when it wants one).
 
-``--nproc`` hands the function to ``trace_lab.distributed.run_distributed``
-(called as ``run_distributed(fn, args, nproc=, fsdp=, fusion=, executor=,
-fusion_cache=, sort_waits=, runs=, name=, progress=)``; ``fn.__trace_lab_cell__``
-carries the CellProgram for runners that must rebuild it in another process);
-names are not written back from other processes.
+``--nproc N`` / ``--fsdp`` run the same function in N worker processes
+(:mod:`.distributed`); rank 0's report comes back as plain data and nothing is
+written back from the workers.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, replace
 
-from ..errors import MissingDependencyError, TraceLabError
+from ..errors import TraceLabError
 from ..jit import EXECUTOR_CHOICES, FUSION_STRATEGIES
 from .cell import CellProgram
 
-__all__ = ["RunOptions", "CellRunner", "VALUE_NAME", "default_executor"]
+__all__ = ["RunOptions", "CellRunner", "VALUE_NAME", "default_executor", "inspect_cell"]
 
 VALUE_NAME = "__thunder_trace_value__"  # the line form's expression value
 
@@ -48,6 +46,7 @@ class RunOptions:
     runs: int = 3
     nproc: int | None = None
     fsdp: str | None = None
+    max_inflight: int | None = None  # ZeRO-3 all-gathers in flight; None: the pass's default, 0: unlimited
 
     def validate(self) -> "RunOptions":
         if self.fusion not in FUSION_STRATEGIES:
@@ -60,6 +59,8 @@ class RunOptions:
             raise TraceLabError(f"--nproc {self.nproc}: needs at least one process")
         if self.fsdp not in (None, "zero2", "zero3"):
             raise TraceLabError(f"--fsdp {self.fsdp}: choose zero2 or zero3")
+        if self.max_inflight is not None and (self.max_inflight < 0 or not self.fsdp):
+            raise TraceLabError(f"--max-inflight {self.max_inflight}: needs --fsdp and a count >= 0 (0 = unlimited)")
         return self
 
     def changed(self, **kw) -> "RunOptions":
@@ -75,6 +76,8 @@ class RunOptions:
             parts.append(f"nproc={self.nproc}")
         if self.fsdp:
             parts.append(f"fsdp={self.fsdp}")
+        if self.max_inflight is not None:
+            parts.append(f"max in-flight gathers={self.max_inflight or 'unlimited'}")
         return ", ".join(parts)
 
     def to_dict(self) -> dict:
@@ -94,35 +97,30 @@ class CellRunner:
         __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
         options.validate()
         fn, args = self.program.build(self.user_ns, self.function_name)
-        outputs: list = []
-
-        def keep_output(out):  # inspect's loss hook: record the cell's bindings, request no backward
-            outputs.append(out)
-            return None
-
         if options.nproc is not None or options.fsdp is not None:
-            report = self._run_distributed(fn, args, options, label, progress)
-            return report, None
-        import trace_lab
+            from .distributed import run_cell_distributed
 
-        report = trace_lab.inspect(
-            fn, *args, fusion=options.fusion, executor=options.executor, fusion_cache=options.fusion_cache,
-            sort_waits=options.sort_waits, runs=options.runs, measure_memory=options.runs > 0, backward=None,
-            loss=keep_output, name=label, progress=progress)
-        result = dict(outputs[-1]) if outputs and isinstance(outputs[-1], dict) else {}
+            return run_cell_distributed(fn, args, options, label, progress), None
+        report, result = inspect_cell(fn, args, options, label, progress)
         value = result.pop(VALUE_NAME, None)
         self.program.write_back(self.user_ns, result)
         return report, value
 
-    @staticmethod
-    def _run_distributed(fn, args, options, label, progress):
-        from ..report.optional_views import optional
 
-        run_distributed, why = optional("trace_lab.distributed", "run_distributed")
-        if run_distributed is None:
-            raise MissingDependencyError(
-                f"--nproc/--fsdp run the cell in several processes; that {why.replace('needs', 'needs the runner')}. "
-                "Run without --nproc/--fsdp.")
-        return run_distributed(fn, args, nproc=options.nproc or 1, fsdp=options.fsdp, fusion=options.fusion,
-                               executor=options.executor, fusion_cache=options.fusion_cache,
-                               sort_waits=options.sort_waits, runs=options.runs, name=label, progress=progress)
+def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
+    """(Report, the names the cell bound in its last compiled call): ``trace_lab.inspect`` of a cell function."""
+    __tracebackhide__ = True  # noqa: F841
+    import trace_lab
+
+    outputs: list = []
+
+    def keep_output(out):  # inspect's loss hook: record the cell's bindings, request no backward
+        outputs.append(out)
+        return None
+
+    extra = {} if options.max_inflight is None else {"max_inflight_gathers": options.max_inflight or None}
+    report = trace_lab.inspect(
+        fn, *args, fusion=options.fusion, executor=options.executor, fusion_cache=options.fusion_cache,
+        sort_waits=options.sort_waits, fsdp=options.fsdp, runs=options.runs, measure_memory=options.runs > 0,
+        backward=None, loss=keep_output, name=label, progress=progress, **extra)
+    return report, (dict(outputs[-1]) if outputs and isinstance(outputs[-1], dict) else {})

@@ -185,7 +185,14 @@ def code_html(trace, max_lines: int | None = 4000) -> str:
 
 # -- report parts ----------------------------------------------------------------------------
 def part_traces(report) -> list[tuple[str, list]]:
-    """[(label, stages)] for every program part of a report, e.g. ('forward #0', [Trace, ...])."""
+    """[(label, stages)] for every program part of a report, e.g. ('forward #0', [Trace, ...]).
+
+    A report rebuilt from another process's data has no Traces; its stored text and memory
+    (``trace_parts``, :mod:`trace_lab.report.stored`) stand in for them."""
+    if report.jfn is None and getattr(report, "trace_parts", None):
+        from .stored import stored_part_traces
+
+        return stored_part_traces(report.trace_parts)
     out = []
     for p in (report.jfn.programs if report.jfn is not None else []):
         for part in p.parts:
@@ -217,7 +224,8 @@ def summary_html(report) -> str:
         status = '<div class="tl-bad">compiled result differs from eager: ' + esc(
             "; ".join(report.comparison.get("problems", [])[:3])) + "</div>"
     warns = "".join(f'<div class="tl-warn">warning: {esc(w)}</div>' for w in report.warnings)
-    return f"{status}<table>{body}</table>{warns}"
+    extra = report.summary_extra_html() if hasattr(report, "summary_extra_html") else ""  # e.g. a timeline
+    return f"{status}<table>{body}</table>{warns}{extra}"
 
 
 def traces_html(report) -> str:

@@ -190,10 +190,16 @@ def graph_html(digraph, *, height: str = "600px", include_js: bool = True, use_d
 
 def graph_view_html(trace_before, trace_after, *, height: str = "600px", use_dot: bool | None = None,
                     **graph_options) -> str:
-    """Before/after graphs of one program, side by side, with a toggle (side by side / before / after)."""
-    from .graph import before_after
+    """Before/after graphs of one program, side by side, with a toggle (side by side / before / after).
 
-    g_before, g_after = before_after(trace_before, trace_after, **graph_options)
+    Traces read back from another process (:class:`trace_lab.report.stored.StoredTrace`) bring
+    their graphs' DOT source along (``stored_graphs()``) and are laid out here."""
+    if hasattr(trace_before, "stored_graphs"):
+        g_before, g_after = trace_before.stored_graphs()
+    else:
+        from .graph import before_after
+
+        g_before, g_after = before_after(trace_before, trace_after, **graph_options)
     vid = "tlgv-" + uuid.uuid4().hex[:12]
     browser = not ((use_dot is None and dot_available()) or use_dot)
     loader = f"<script>{_viz_loader()}</script>" if browser else ""

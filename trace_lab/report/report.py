@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import html
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
@@ -121,6 +121,13 @@ class Report:
             warnings=list(dict.fromkeys(warnings)), created=datetime.datetime.now().isoformat(timespec="seconds"),
             torch_version=torch.__version__, jfn=jfn,
         )
+
+    @classmethod
+    def from_dict(cls, data: dict, **extra) -> "Report":
+        """A Report from :meth:`to_dict` data (e.g. sent back by another process). It holds plain
+        data only: no JitFunction, so :meth:`traces` is []; subclasses pass their fields in ``extra``."""
+        names = {f.name for f in fields(cls)} - {"jfn"} - set(extra)
+        return cls(**{k: v for k, v in data.items() if k in names}, **extra)
 
     # -- access -------------------------------------------------------------------------
     def traces(self, kind: str = "forward", program: int = -1) -> list:

@@ -1,0 +1,134 @@
+"""``%%thunder_trace --nproc N [--fsdp zero2|zero3]``: the cell in N processes, rank 0's report back.
+
+Design. The parent builds the cell function and reads its inputs exactly as for a
+local run, then :func:`trace_lab.distributed.run_distributed` forks N CPU workers
+(gloo; fork shares the function, the notebook namespace it reads and the inputs,
+so nothing is pickled on the way in). :func:`run_cell_rank` runs in each rank: with
+``--fsdp`` it shards every ``nn.Module`` among the cell's inputs
+(:func:`~trace_lab.distributed.shard_module`; an optimizer among the inputs is moved
+onto the shards), then :func:`~trace_lab.notebook.runner.inspect_cell` compiles and
+runs the cell with the run's options. Every rank runs the whole cell on the same
+inputs: without ``--fsdp`` that is N replicas (no data parallelism); with it, the
+parameters are sharded and gathered, so each rank computes the single-process loss.
+Only plain data comes back: per rank its timings, its differential check and the
+numbers the cell bound; rank 0 adds ``Report.to_dict()`` + timeline and its traces as
+stored text (:mod:`trace_lab.report.stored`). The parent turns that into a
+:class:`~trace_lab.report.distributed_report.DistributedReport`. Names the cell
+binds are NOT written back (they lived in the workers); the notebook is never
+touched, so a failure in any rank leaves it as it was.
+
+CUDA inputs are refused with an explanation: CUDA cannot be used in forked
+processes, and a spawned worker cannot receive a function defined in a notebook.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import torch
+
+from ..errors import TraceLabError
+from .runner import RunOptions, inspect_cell
+
+__all__ = ["run_cell_distributed", "run_cell_rank", "DistributedCellError"]
+
+
+class DistributedCellError(TraceLabError):
+    """The cell (or trace_lab) failed in one of the worker processes."""
+
+
+def _shard_inputs(args) -> None:
+    """Shard every nn.Module among ``args`` in place; re-point optimizers at the shards."""
+    from ..distributed import shard_module, sharded_parameters
+
+    modules = [a for a in args if isinstance(a, torch.nn.Module)]
+    moved: dict[int, torch.nn.Parameter] = {}
+    for m in modules:
+        before = dict(m.named_parameters())
+        shard_module(m)
+        for name, shard in sharded_parameters(m).items():
+            if name in before:
+                moved[id(before[name])] = shard
+    for opt in (a for a in args if isinstance(a, torch.optim.Optimizer)):
+        for group in opt.param_groups:
+            if any(id(p) in moved and opt.state.get(p) for p in group["params"]):
+                raise TraceLabError("--fsdp: the optimizer already has state for the full parameters; create a "
+                                    "fresh optimizer (no step taken yet) so that it can be moved onto the shards")
+            group["params"] = [moved.get(id(p), p) for p in group["params"]]
+
+
+def _scalars(bound: dict) -> dict:
+    """The numbers and one-element tensors the cell bound (shown per rank; nothing else travels back)."""
+    out = {}
+    for name, v in bound.items():
+        if isinstance(v, bool) or isinstance(v, int):
+            out[name] = int(v)
+        elif isinstance(v, float):
+            out[name] = v
+        elif isinstance(v, torch.Tensor) and v.numel() == 1 and not v.is_complex():
+            out[name] = float(v.detach().float().item())
+    return out
+
+
+def run_cell_rank(fn, args, options: dict, label: str) -> dict:
+    """One rank's run of the cell (module level: the launcher's target). Plain data out."""
+    from ..distributed import current
+    from ..distributed.launcher import report_data, report_timings
+    from ..report.stored import parts_data
+    from .cell import UNBOUND
+
+    ctx = current()
+    # the eager path of fsdp_unshard uses torch.distributed's older names; each rank would repeat the notice
+    warnings.filterwarnings("ignore", message=r".*is deprecated\. Please use `torch\.distributed", category=FutureWarning)
+    opts = RunOptions(**options)
+    started = time.perf_counter()
+    if opts.fsdp:
+        _shard_inputs(args)
+    report, bound = inspect_cell(fn, args, opts, label)
+    summary = {"rank": ctx.rank, "wall_seconds": time.perf_counter() - started, **report_timings(report),
+               "ok": None if report.comparison is None else report.ok,
+               "max_abs_diff": (report.comparison or {}).get("max_abs_diff"),
+               "scalars": _scalars({k: v for k, v in bound.items() if v is not UNBOUND})}
+    out = {"rank_summary": summary}
+    if ctx.rank == 0:
+        out["report"] = report_data(report)
+        out["trace_parts"] = parts_data(report)
+    return out
+
+
+def _headline(tb: str) -> str:
+    """The exception line at the end of a formatted traceback."""
+    lines = [ln for ln in tb.strip().splitlines() if ln and not ln.startswith(" ")]
+    return lines[-1] if lines else "unknown error"
+
+
+def run_cell_distributed(fn, args, options: RunOptions, label: str, progress=None):
+    """Run the cell function on ``options.nproc`` ranks (1 with only ``--fsdp``) -> DistributedReport."""
+    from ..compare import reachable_tensors
+    from ..distributed import run_distributed
+    from ..report.distributed_report import DistributedReport
+
+    nproc = options.nproc or 1
+    if any(t.device.type == "cuda" for t in reachable_tensors(fn, args)):
+        raise TraceLabError(
+            f"--nproc {nproc}: the cell's inputs are on CUDA, but --nproc runs its workers as forks of this kernel "
+            "(CPU, gloo), and CUDA cannot be used in forked processes. Run trace_lab.distributed.run_distributed "
+            "from a script for NCCL runs (benchmarks/ has examples), or move the inputs to the CPU.")
+    if options.fsdp and not any(isinstance(a, torch.nn.Module) for a in args):
+        raise TraceLabError(f"--fsdp {options.fsdp}: the cell reads no nn.Module from the notebook, so there is "
+                            "nothing to shard; use the model by its notebook name (e.g. `loss = model(x).sum()`)")
+    say = progress or (lambda msg: None)
+    say(f"running the cell in {nproc} process{'es' if nproc > 1 else ''} (gloo on CPU)")
+    try:
+        run = run_distributed(run_cell_rank, nproc, args=(fn, args, options.to_dict(), label), device="cpu",
+                              backend="gloo", start_method="fork")
+    except TraceLabError as e:
+        text = str(e)
+        rank = text.split("rank ", 1)[1].split(" ", 1)[0] if "rank " in text else "?"
+        tb = text.split("failed:\n", 1)[1] if "failed:\n" in text else ""
+        head = f"rank {rank} of {nproc} failed: {_headline(tb)}" if tb else text
+        raise DistributedCellError(f"{head}\nNothing was written back.\n{tb}".rstrip()) from None
+    say("collecting the ranks' results")
+    return DistributedReport.from_ranks(run.values, {"nproc": nproc, "backend": run.backend, "device": run.device,
+                                                     "fsdp": options.fsdp, "sort_waits": options.sort_waits})
+
