@@ -11,12 +11,34 @@
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 
 import torch
 
 __all__ = ["measure_peak", "synchronize", "time_calls"]
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Silence the C-level stderr (fd 2) for the duration: only around profiler start/stop."""
+    import os
+    import sys
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no real fd 2 (embedded interpreters)
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def synchronize(device: torch.device) -> None:
@@ -37,13 +59,19 @@ def measure_peak(run, args, device: torch.device):
     if device.type == "cpu":
         from torch.profiler import ProfilerActivity, profile
 
+        prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
         try:
-            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-                outs = run(args)
+            with _quiet_stderr():  # kineto prints 'USDT ... profiler_start/stop' on fd 2
+                prof.start()
         except RuntimeError as e:  # another profiler is already active
             if "profiler" not in str(e).lower():
                 raise
             return run(args), None, f"not measured: {e}"
+        try:
+            outs = run(args)
+        finally:
+            with _quiet_stderr():
+                prof.stop()
         events = sorted((ev.start_ns(), ev.nbytes()) for ev in prof.profiler.kineto_results.events()
                         if ev.name() == "[memory]")
         current = peak = 0
