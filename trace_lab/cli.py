@@ -116,7 +116,7 @@ def main(argv=None) -> int:
                    help="comma-separated names from examples/workloads.py")
     r.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     r.add_argument("--size", default="small", choices=["small", "full"])
-    r.add_argument("--fusion", default="none")
+    r.add_argument("--fusion", default="memory", choices=["none", "dataflow", "horizontal", "memory"])
     r.add_argument("--executor", default="auto")
     r.add_argument("--runs", type=int, default=3)
     r.add_argument("--no-notebooks", action="store_true")
