@@ -24,6 +24,12 @@ def test_report_is_plain_data_with_every_figure():
     assert kinds == {"forward", "backward"}
     assert d["comparison"]["ok"] and d["comparison"]["checked"]["grads"] == 1
     assert r.predicted_peak("forward") == d["memory"][0]["predicted_peak_above_inputs_bytes"]
+    # every stage is listed, and the final stage's per-line liveness is plain data
+    fw = d["programs"][0]["forward"]
+    assert fw["stages"][0]["stage"] == "as captured"
+    lines = fw["liveness"]["lines"]
+    assert len(lines) == fw["stages"][-1]["ops"]
+    assert max(ln["high_water"] for ln in lines) == fw["liveness"]["peak_bytes"]
     text = str(r)
     assert "tanh" in text and "vs eager" in text and "predicted" in text
 

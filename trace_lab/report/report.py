@@ -40,6 +40,8 @@ def _part_summary(part, materialized: bool) -> dict:
         "regions": list(getattr(compiled, "regions", []) or []),
         "notes": list(getattr(compiled, "notes", []) or []),
         "capture_seconds": part.capture_seconds,
+        # per-line memory of the final stage: name, allocated, freed, live_after, high_water
+        "liveness": part.traces[-1].liveness(materialized).to_dict() if part.traces else None,
     }
 
 
