@@ -97,7 +97,11 @@ def cmd_lab(args: list[str]) -> int:
     port = "8888"
     if "--port" in args:
         port = args[args.index("--port") + 1]
-    return run([str(PY), "-m", "jupyter", "lab", "--port", port, "--notebook-dir", str(ROOT),
+    extra = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []  # containers run as root
+    if not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
+        extra.append("--no-browser")  # headless machine: open the printed URL yourself
+    log("starting JupyterLab on notebooks/01_fusion_and_peak_memory.ipynb (Ctrl-C to stop)")
+    return run([str(PY), "-m", "jupyter", "lab", "--port", port, *extra,
                 str(ROOT / "notebooks" / "01_fusion_and_peak_memory.ipynb")])
 
 
