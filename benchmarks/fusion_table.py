@@ -17,8 +17,6 @@ JSON goes to benchmarks/results/<date>-<device>-fusion.json (or --out).
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import sys
 
@@ -27,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import trace_lab  # noqa: E402
+from benchmarks._results import write_results  # noqa: E402
 from examples.workloads import WORKLOADS  # noqa: E402
 from trace_lab.printer import format_bytes  # noqa: E402
 
@@ -68,7 +67,6 @@ def main() -> None:
     p.add_argument("--strategies", default=",".join(STRATEGIES))
     p.add_argument("--out", default=None)
     a = p.parse_args()
-    dev_name = torch.cuda.get_device_name() if a.device == "cuda" else "cpu"
     rows = []
     for name in a.workloads.split(","):
         for strategy in a.strategies.split(","):
@@ -91,13 +89,7 @@ def main() -> None:
             del fn, args, report
             if a.device == "cuda":
                 torch.cuda.empty_cache()
-    out = a.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                f"{datetime.date.today()}-{a.device}-fusion.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({"device": dev_name, "torch": torch.__version__, "executor": a.executor, "size": a.size,
-                   "date": str(datetime.date.today()), "rows": rows}, f, indent=2)
-    print("wrote", out)
+    write_results("fusion", a.device, rows, a.out, executor=a.executor, size=a.size)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,6 @@ eager. Usage: python benchmarks/memory_check.py [--device cuda] [--size small|fu
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
 import sys
 
@@ -19,6 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 import trace_lab  # noqa: E402
+from benchmarks._results import write_results  # noqa: E402
 from examples.workloads import WORKLOADS  # noqa: E402
 from trace_lab.printer import format_bytes  # noqa: E402
 
@@ -32,7 +31,6 @@ def main() -> None:
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     a = p.parse_args()
     sizes = ["small", "full"] if a.size == "both" else [a.size]
-    dev_name = torch.cuda.get_device_name() if a.device == "cuda" else "cpu"
     rows = []
     for size in sizes:
         for name in a.workloads.split(","):
@@ -57,12 +55,7 @@ def main() -> None:
             del fn, args, r
             if a.device == "cuda":
                 torch.cuda.empty_cache()
-    out = a.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                f"{datetime.date.today()}-{a.device}-memory-check.json")
-    with open(out, "w") as f:
-        json.dump({"device": dev_name, "torch": torch.__version__, "executor": a.executor,
-                   "date": str(datetime.date.today()), "rows": rows}, f, indent=2)
-    print("wrote", out)
+    write_results("memory-check", a.device, rows, a.out, executor=a.executor)
 
 
 if __name__ == "__main__":

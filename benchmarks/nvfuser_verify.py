@@ -2,8 +2,6 @@
 import json
 import sys
 
-import torch
-
 sys.path.insert(0, ".")
 from examples.workloads import WORKLOADS  # noqa: E402
 from tests.nvfuser_support import whole_program_region  # noqa: E402

@@ -146,24 +146,20 @@ def shard_module(module: nn.Module, group=None) -> nn.Module:
     return module
 
 
+def _sharded_slots(module: nn.Module):
+    """(original parameter name, owning module, parameter name) for every sharded parameter."""
+    for mod_name, mod in module.named_modules():
+        if parametrize.is_parametrized(mod):
+            for pname in mod.parametrizations:
+                yield (f"{mod_name}.{pname}" if mod_name else pname), mod, pname
+
+
 def sharded_parameters(module: nn.Module) -> dict[str, nn.Parameter]:
     """{original parameter name: its local shard} for a module made by :func:`shard_module`."""
-    out = {}
-    for mod_name, mod in module.named_modules():
-        if not parametrize.is_parametrized(mod):
-            continue
-        for pname, plist in mod.parametrizations.items():
-            out[f"{mod_name}.{pname}" if mod_name else pname] = plist.original
-    return out
+    return {full: mod.parametrizations[pname].original for full, mod, pname in _sharded_slots(module)}
 
 
 def gather_full_parameters(module: nn.Module) -> dict[str, torch.Tensor]:
     """{original name: full tensor}, all-gathered (collective: every rank must call it)."""
-    out = {}
-    for mod_name, mod in module.named_modules():
-        if not parametrize.is_parametrized(mod):
-            continue
-        for pname in mod.parametrizations:
-            with torch.no_grad():
-                out[f"{mod_name}.{pname}" if mod_name else pname] = getattr(mod, pname).detach().clone()
-    return out
+    with torch.no_grad():
+        return {full: getattr(mod, pname).detach().clone() for full, mod, pname in _sharded_slots(module)}
