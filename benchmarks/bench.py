@@ -60,7 +60,7 @@ def _cuda_time(fn, iters: int) -> list[float]:
     return out
 
 
-def _compile(system: str, fn, strategy=None, cache=True):
+def _compile(system: str, fn, strategy=None, cache=True, extra=None):
     """(compiled callable, stats callable) for one system."""
     import torch
 
@@ -80,7 +80,7 @@ def _compile(system: str, fn, strategy=None, cache=True):
             from trace_lab.passes import PASSES
 
             PASSES["fusion"], strategy = whole_program_region, "dataflow"
-        jfn = trace_lab.jit(fn, fusion=strategy, executor="nvfuser", fusion_cache=cache)
+        jfn = trace_lab.jit(fn, fusion=strategy, executor="nvfuser", fusion_cache=cache, **(extra or {}))
 
         def stats():
             regions = [r for p in jfn.programs for part in p.parts if part.compiled
@@ -108,7 +108,7 @@ def run_one(cfg: dict) -> dict:
     res = dict(cfg)
     if cfg["bench"] == "llama":
         model, (x,) = workloads.make_llama(cfg["layers"])(dev, "full")
-        compiled, stats = _compile(cfg["system"], model, cfg.get("strategy"), cfg.get("cache", True))
+        compiled, stats = _compile(cfg["system"], model, cfg.get("strategy"), cfg.get("cache", True), cfg.get("extra"))
 
         def step():
             out = compiled(x)
@@ -131,7 +131,7 @@ def run_one(cfg: dict) -> dict:
         res["peak_mib"] = (torch.cuda.max_memory_allocated() - before) / 2 ** 20
     elif cfg["bench"] == "adam":
         fn, _ = workloads.make_adam_step(dev, "full")
-        compiled, stats = _compile(cfg["system"], fn, cfg.get("strategy"), cfg.get("cache", True))
+        compiled, stats = _compile(cfg["system"], fn, cfg.get("strategy"), cfg.get("cache", True), cfg.get("extra"))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         compiled()
@@ -142,7 +142,7 @@ def run_one(cfg: dict) -> dict:
         res["peak_mib"] = None
     elif cfg["bench"] == "memory":
         fn, (t0s, a) = workloads.make_memory_peak(dev, "full")
-        compiled, stats = _compile(cfg["system"], fn, cfg.get("strategy"), cfg.get("cache", True))
+        compiled, stats = _compile(cfg["system"], fn, cfg.get("strategy"), cfg.get("cache", True), cfg.get("extra"))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         compiled(t0s, a)
@@ -196,7 +196,8 @@ def configs(bench: str, quick: bool, layers: list[int], skip=()) -> list[dict]:
 def label(r: dict) -> str:
     if r["system"] != "trace_lab":
         return r["system"]
-    return f"trace_lab nvfuser {r['strategy']} cache={'on' if r.get('cache', True) else 'off'}"
+    extra = "".join(f" {k}={v}" for k, v in (r.get("extra") or {}).items())
+    return f"trace_lab nvfuser {r['strategy']}{extra} cache={'on' if r.get('cache', True) else 'off'}"
 
 
 def run_all(bench: str, quick: bool, layers: list[int], timeout: float, out_dir: Path, skip=()) -> dict:

@@ -206,3 +206,21 @@ def test_fusing_an_already_fused_program_keeps_its_regions(paths_trace):
         assert MemoryModel(once, graph, executor.materializes_regions).peak(units) == peak(twice, executor)
     args = [x8(seed=i) for i in range(4)]
     torch.testing.assert_close(twice.python_callable()(*args), interpret(paths_trace)(args))
+
+
+def test_max_region_ops_bounds_horizontal_regions(paths_trace):
+    from trace_lab.jit import Options
+    from trace_lab.passes import PassContext
+    from trace_lab.passes.fusion import fusion_pass
+
+    fused = fusion_pass(paths_trace, PassContext(Options(fusion="horizontal", extra={"max_region_ops": 2}),
+                                                 INDUCTOR_LIKE))
+    # by hand (FIFO queue, a ready relu joins only while the region holds <= 2 ops):
+    # relu0 pulls relu1, relu2 waits for its own region; the mms; then the same for the second relus.
+    relu2, relu1 = ("relu", "relu"), ("relu",)
+    assert ops_of(fused) == [relu2, relu1, "mm", "mm", "mm", relu2, relu1, "mm", "mm", "mm"]
+    xs = [x8(seed=i) for i in range(4)]
+    jf = trace_lab.jit(paths, fusion="horizontal", executor="eager", max_region_ops=2)
+    torch.testing.assert_close(jf(*xs), paths(*xs))
+    with pytest.raises(ValueError, match="max_region_ops"):
+        fusion_pass(paths_trace, PassContext(Options(fusion="horizontal", extra={"max_region_ops": 0}), INDUCTOR_LIKE))

@@ -115,3 +115,29 @@ def test_in_place_updates_become_aliased_outputs():
     _adam_like(*ref)
     for a, b in zip(mine, ref):
         torch.testing.assert_close(a, b)
+
+
+def _causal_scores(s, pos):
+    """The decoder's causal mask as the captured llama builds it: an outer difference of one arange."""
+    mask = (pos.unsqueeze(-2) - pos.unsqueeze(-1)) <= 0
+    return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def test_causal_mask_outer_product_reads_two_tensors():
+    s, pos = torch.randn(2, 6, 6), torch.arange(6)
+    gm = _graph(_causal_scores, [s, pos])
+    steps, notes = split_region(gm)
+    unsqueezes = [x for k, x in steps if k == "torch" and x.target is torch.ops.aten.unsqueeze.default]
+    assert len(unsqueezes) == 2, steps  # both views of `pos` stay in torch ...
+    assert any("outer product" in n for n in notes)
+    fused = [x for k, x in steps if k == "fuse"]
+    assert fused and all(pos_node not in seg.inputs for seg in fused
+                         for pos_node in [n for n in gm.graph.nodes if n.op == "placeholder"][1:])
+    # ... and the segment reading them computes eager's masked softmax
+    runners = {}
+    for k, seg in steps:
+        if k == "fuse":
+            fd = build_definition(seg, nvfuser_mock)
+            runners[id(seg)] = lambda ins, fd=fd: fd.execute(ins)
+    got = RegionProgram(gm, steps, runners, multi=False)(s, pos)
+    torch.testing.assert_close(got, _causal_scores(s, pos))

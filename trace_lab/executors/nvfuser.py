@@ -49,12 +49,17 @@ class _SegmentRunner:
         self.executor = executor
         self.seg = seg
         self.definition = definition
-        self.strides = [tuple(x.meta["val"].stride()) for x in seg.inputs]
+        self.contiguous = executor.contiguous_inputs
+        self.strides = [tuple(s) for s in _dense_strides(seg)] if self.contiguous else \
+            [tuple(x.meta["val"].stride()) for x in seg.inputs]
         self.variants: dict[tuple, _Definition] = {}
 
     def __call__(self, ins):
+        if self.contiguous:  # (copy_ destinations stay themselves: they are written in place)
+            dests = {id(c.args[0]) for c in self.seg.copies}
+            ins = [t if id(x) in dests else t.contiguous() for x, t in zip(self.seg.inputs, ins)]
         d = self.definition
-        strides = [t.stride() for t in ins]
+        strides = [tuple(t.stride()) for t in ins]
         if strides != self.strides:  # runtime layout differs from the recorded one
             key = tuple(strides)
             if key not in self.variants:
@@ -68,6 +73,13 @@ class _SegmentRunner:
     def _verify(self, ins, outs, d) -> None:
         """Debug aid (keep_definitions/verify option): compare with the segment run through torch."""
         ref = _torch_segment(self.seg)(ins)
+        spans = [(t.data_ptr(), t.data_ptr() + t.untyped_storage().nbytes()) for t in ins]
+        for i, a in enumerate(outs):
+            lo = a.data_ptr()
+            if any(s <= lo < e for s, e in spans):
+                self.executor.mismatches.append({"output": i, "rel": None, "aliases_an_input": True,
+                                                 "ops": [f"{n.name}={n.target}" for n in self.seg.ops][:40],
+                                                 "definition": repr(d.fd)})
         for i, (a, b) in enumerate(zip(outs, ref)):
             den = b.double().norm().item() or 1.0
             rel = (a.double() - b.double()).norm().item() / den
@@ -79,13 +91,23 @@ class _SegmentRunner:
                 return
 
 
+def _dense_strides(seg: Segment) -> list:
+    return [torch.empty(tuple(x.meta["val"].shape), device="meta").stride() for x in seg.inputs]
+
+
 def _torch_segment(seg: Segment):
-    """Fallback: the segment's ops run through torch, in order."""
+    """Fallback: the segment's ops run through torch, in order.
+
+    ``view`` runs as ``reshape``: inputs produced by nvFuser segments may be laid out
+    differently from eager's (same values), where a view would be refused."""
+    view = torch.ops.aten.view.default
+
     def run(ins):
         env = dict(zip(seg.inputs, ins))
         lookup = env.__getitem__
         for n in seg.ops:
-            r = n.target(*fx.node.map_arg(n.args, lookup), **fx.node.map_arg(n.kwargs, lookup))
+            target = torch.ops.aten.reshape.default if n.target is view else n.target
+            r = target(*fx.node.map_arg(n.args, lookup), **fx.node.map_arg(n.kwargs, lookup))
             if isinstance(n.meta.get("val"), (list, tuple)):
                 for u in n.users:
                     if u.op == "call_function" and u.args and u.args[0] is n:
@@ -102,8 +124,12 @@ class NvFuserExecutor(Executor):
     materializes_regions = False
 
     def __init__(self, fusion_cache: bool = True, keep_definitions: bool = False, verify: bool = False,
-                 **_options):
+                 contiguous_inputs: bool = False, index_math: bool = True, **_options):
         self.nvf = require_nvfuser()
+        # contiguous_inputs: segments read contiguous copies of strided inputs (definitions see
+        # only dense layouts); index_math=False: integer/bool ops (masks) stay in torch
+        self.contiguous_inputs = contiguous_inputs
+        self.index_math = index_math
         self.verify = verify  # debug: also run every segment through torch and record disagreements
         self.mismatches: list[dict] = []
         self.fusion_cache = fusion_cache
@@ -115,8 +141,11 @@ class NvFuserExecutor(Executor):
         self.hits = 0
         self.misses = 0
 
+    def fusible_reason(self, node: fx.Node) -> str | None:
+        return fusible_reason(node, index_math=self.index_math)
+
     def can_fuse(self, node: fx.Node) -> bool:
-        return fusible_reason(node) is None
+        return self.fusible_reason(node) is None
 
     # -- definitions -------------------------------------------------------------------------
     def _definition(self, seg: Segment, strides: list | None = None) -> tuple[_Definition, bool]:
@@ -192,7 +221,7 @@ class NvFuserExecutor(Executor):
         gm = trace.gm.get_submodule(node.target)
         meta = node.meta.get("region") or {}
         name = meta.get("name", str(node.target))
-        steps, split_notes = split_region(gm)
+        steps, split_notes = split_region(gm, self.fusible_reason)
         notes.extend(f"{name}: {n}" for n in split_notes)
         runners: dict[int, object] = {}
         seg_entries, fds = [], []
@@ -202,7 +231,7 @@ class NvFuserExecutor(Executor):
             entry = {"ops": [str(n.target) for n in seg.ops], "inputs": len(seg.inputs),
                      "outputs": len(seg.outputs)}
             try:
-                d, hit = self._definition(seg)
+                d, hit = self._definition(seg, _dense_strides(seg) if self.contiguous_inputs else None)
             except Exception as e:  # noqa: BLE001 - nvFuser rejected it: run it through torch, say so
                 msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
                 notes.append(f"{name}: nvFuser could not compile a {len(seg.ops)}-op segment "

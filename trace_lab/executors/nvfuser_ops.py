@@ -524,8 +524,12 @@ def table_entry(target) -> OpEntry | None:
     return entry
 
 
-def fusible_reason(node: fx.Node) -> str | None:
-    """None when ``node`` can be part of an nvFuser definition, else why not (one line)."""
+def fusible_reason(node: fx.Node, index_math: bool = True) -> str | None:
+    """None when ``node`` can be part of an nvFuser definition, else why not (one line).
+
+    ``index_math=False`` keeps ops with integer or bool results (masks built from
+    ``arange``) in torch.
+    """
     if node.op != "call_function" or node.target is operator.getitem:
         return f"{node.op} {node.target} is not an aten op"
     entry = table_entry(node.target)
@@ -539,6 +543,8 @@ def fusible_reason(node: fx.Node) -> str | None:
             return f"{node.target}: result on the CPU (nvFuser computes on CUDA only)"
         if t.dtype not in SUPPORTED_DTYPES:
             return f"{node.target}: dtype {t.dtype} not supported by the translator"
+        if not index_math and not t.is_floating_point():
+            return f"{node.target}: {t.dtype} result (integer/bool index math runs in torch: index_math=False)"
     for a in node.all_input_nodes:
         ins = _tensors(a.meta.get("val"))
         if not ins:

@@ -9,7 +9,8 @@ strategy predicts).
 * ``dataflow``   - fusible producer/consumer chains merged (cycle-checked), groups
   in original order where dependencies allow (:func:`.partition.dataflow_groups`).
 * ``horizontal`` - Thunder's partitioner: dataflow merging, then its FIFO Kahn
-  pass that pulls every ready fusible group into the current one.
+  pass that pulls every ready fusible group into the current one
+  (``trace_lab.jit(..., max_region_ops=N)`` caps a region at N ops).
 * ``memory``     - order for the lowest predicted high-water mark, then merge only
   where the predicted peak does not rise (:mod:`.schedule`). It starts twice,
   from single ops in original order and from the dataflow groups, and keeps the
@@ -30,15 +31,18 @@ __all__ = ["fusion_pass", "plan_units", "STRATEGIES"]
 STRATEGIES = ("none", "dataflow", "horizontal", "memory")
 
 
-def plan_units(trace, strategy: str, can_fuse, materialized: bool):
-    """The ordered units (see :class:`.partition.Unit`) a strategy chooses for ``trace``."""
+def plan_units(trace, strategy: str, can_fuse, materialized: bool, max_region_ops: int | None = None):
+    """The ordered units (see :class:`.partition.Unit`) a strategy chooses for ``trace``.
+
+    ``max_region_ops`` bounds the size of ``horizontal``'s regions (None: unbounded, as Thunder).
+    """
     graph = OpGraph(trace, can_fuse)
     if strategy == "none":
         return singleton_units(graph, fused_if_fusible=False)
     if strategy == "dataflow":
         return topological_order(dataflow_groups(graph))
     if strategy == "horizontal":
-        return horizontal_order(dataflow_groups(graph))
+        return horizontal_order(dataflow_groups(graph), max_region_ops)
     if strategy == "memory":
         model = MemoryModel(trace, graph, materialized)
         best = None
@@ -57,7 +61,11 @@ def fusion_pass(trace, ctx):
     if strategy == "none":
         return trace.derive(trace.gm, "fusion", info={"fusion": "none", "regions": []})
     materialized = bool(getattr(ctx.executor, "materializes_regions", False))
-    units = plan_units(trace, strategy, ctx.executor.can_fuse, materialized)
+    extra = getattr(ctx.options, "extra", None) or {}
+    max_ops = extra.get("max_region_ops")
+    if max_ops is not None and (not isinstance(max_ops, int) or isinstance(max_ops, bool) or max_ops < 1):
+        raise ValueError(f"max_region_ops={max_ops!r}: give a positive number of ops per region, or leave it unset")
+    units = plan_units(trace, strategy, ctx.executor.can_fuse, materialized, max_ops)
     new = build_trace(trace, units, f"fusion ({strategy})", info={"fusion": strategy})
     new.info["predicted_peak_above_inputs_bytes"] = new.liveness(materialized).peak_above_inputs_bytes
     return new

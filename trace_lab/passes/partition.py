@@ -177,8 +177,13 @@ def topological_order(groups: _Groups) -> list[Unit]:
     return _units(groups, order)
 
 
-def horizontal_order(groups: _Groups) -> list[Unit]:
-    """Thunder's horizontal merge: FIFO Kahn pass; a fusible group pulls every ready fusible one."""
+def horizontal_order(groups: _Groups, max_ops: int | None = None) -> list[Unit]:
+    """Thunder's horizontal merge: FIFO Kahn pass; a fusible group pulls every ready fusible one.
+
+    ``max_ops`` (not in Thunder) bounds a region's size: a ready fusible group that would
+    take the current region past it stays queued for the next region. Same-shaped work
+    (Adam's per-parameter updates) then forms equal regions that share one compiled kernel.
+    """
     pos = groups.graph.pos
     remaining = {g: len(ps) for g, ps in groups.parents.items()}
     queue = groups.sorted_ids(g for g, d in remaining.items() if d == 0)
@@ -198,7 +203,8 @@ def horizontal_order(groups: _Groups) -> list[Unit]:
         if groups.fusible[cur]:
             i = 0
             while i < len(queue):  # the queue grows while we scan it: newly ready groups join too
-                if groups.fusible[queue[i]]:
+                g = queue[i]
+                if groups.fusible[g] and (max_ops is None or len(members) + len(groups.members[g]) <= max_ops):
                     take(queue.pop(i))
                 else:
                     i += 1
