@@ -6,7 +6,8 @@ Inductor, which compiles every region) and prints/writes one row per program par
 number of fused regions, unique region signatures and fusion-cache hits, seconds
 spent compiling regions, predicted peak above inputs (liveness model), measured peak
 (CUDA: max_memory_allocated; CPU: profiler allocator events), whether outputs and
-gradients match eager, and the steady-state time of a call.
+gradients match eager, the steady-state time of a call, and the workspace that
+compiled regions allocate inside their call (counted by the model on their lines).
 
     python benchmarks/fusion_table.py                      # CPU, small sizes
     python benchmarks/fusion_table.py --device cuda --size full
@@ -48,6 +49,12 @@ def rows_for(report, name: str, size: str, strategy: str) -> list[dict]:
                 "compiled_regions": len(regions), "unique_signatures": len({r["signature"] for r in regions}),
                 "cache_hits": sum(1 for r in regions if r["cache_hit"]),
                 "region_compile_seconds": round(sum(r["compile_seconds"] for r in regions), 3),
+                # scratch bytes compiled regions allocate inside their call (measured at compile time)
+                "regions_with_workspace": sum(1 for r in regions if r.get("workspace_bytes")),
+                "max_region_workspace_bytes": max((r.get("workspace_bytes") or 0 for r in regions), default=0),
+                "region_workspace": {r["name"]: r["workspace_bytes"] for r in regions if r.get("workspace_bytes")},
+                "regions_output_bytes_differ": [r["name"] for r in regions if r.get("output_bytes") is not None
+                                                and r["output_bytes"] != r.get("model_output_bytes")],
                 "predicted": m.get("predicted_peak_above_inputs_bytes",
                                    part["stages"][-1]["predicted_peak_above_inputs_bytes"]),
                 "measured": m.get("measured_peak_above_inputs_bytes"), "method": m.get("method"),
@@ -85,7 +92,10 @@ def main() -> None:
                       f"{row['regions']:4d} regions ({row['unique_signatures']:3d} unique, {row['cache_hits']:3d} hits, "
                       f"{row['region_compile_seconds']:6.2f} s)  predicted {format_bytes(row['predicted']):>11s}  "
                       f"measured {format_bytes(meas) if meas is not None else 'n/a':>11s}  "
-                      f"eager-match={row['matches_eager']}", flush=True)
+                      f"eager-match={row['matches_eager']}  workspace: {row['regions_with_workspace']} regions, "
+                      f"max {format_bytes(row['max_region_workspace_bytes'])}"
+                      + (f"  outputs differ: {','.join(row['regions_output_bytes_differ'])}"
+                         if row['regions_output_bytes_differ'] else ""), flush=True)
             del fn, args, report
             if a.device == "cuda":
                 torch.cuda.empty_cache()

@@ -3,9 +3,10 @@ against the unfused program (outputs and gradients) and against measured memory;
 fusion cache (structural signatures, hits on identical layers, everything off).
 
 Memory tolerance: see ``fusion_support.SCALAR_SLACK`` (measured - predicted in [0, 64] B).
-Inductor's code for these regions allocates only the region outputs, so the model's
-"a region allocates its outputs only" holds to the byte here; a region that needed a
-scratch buffer would show up as measured > predicted and fail.
+A region allocates its outputs, plus the scratch buffers its compiled code allocates
+inside the call (measured by the executor at compile time, counted on the region's
+line: tests/test_region_workspace.py); anything else would show up as measured >
+predicted and fail.
 """
 from __future__ import annotations
 

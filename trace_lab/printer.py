@@ -177,7 +177,8 @@ def format_trace(trace, annotate: bool = True) -> str:
         ln = by_node.get(n)
         if ln is not None:
             change = " ".join(x for x in (f"+{format_bytes(ln.allocated)}" if ln.allocated else "",
-                                          f"-{format_bytes(ln.freed)}" if ln.freed else "") if x) or "+0"
+                                          f"-{format_bytes(ln.freed)}" if ln.freed else "",
+                                          f"~{format_bytes(ln.workspace)} inside" if ln.workspace else "") if x) or "+0"
             mark = f"  <- peak {format_bytes(ln.high_water)}" if live.peak_line is ln else ""
             line += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"
         out.append(line)

@@ -167,11 +167,12 @@ class Trace:
     # -- analyses -----------------------------------------------------------------------
     def liveness(self, materialized_regions: bool | None = None):
         """Per-line memory (see :mod:`trace_lab.analysis.liveness`), cached per mode."""
-        from .analysis.liveness import compute_liveness
+        from .analysis.liveness import compute_liveness, workspace_key
 
         if materialized_regions is None:  # the executor that runs this trace said (jit sets it)
             materialized_regions = self.info.get("materialized_regions", False)
-        key = ("_liveness", materialized_regions)
+        # an executor records its compiled regions' workspace after the passes ran: part of the key
+        key = ("_liveness", materialized_regions, workspace_key(self))
         cache = self.__dict__.setdefault("_liveness_cache", {})
         if key not in cache:
             cache[key] = compute_liveness(self, materialized_regions=bool(materialized_regions))

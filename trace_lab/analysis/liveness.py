@@ -21,10 +21,15 @@ and each value is dropped right after its last use (the ``del`` lines):
   executor runs a region op by op) the region's inner peak is added on its line.
   A region output that is a view of a region input, or of the same inner buffer
   as an earlier output, shares that buffer (``meta['region']['aliases']``), as
-  the executors return it (Inductor/AOTAutograd regenerate such views).
+  the executors return it (Inductor/AOTAutograd regenerate such views);
+* a compiled region may allocate scratch buffers inside its call (Inductor's
+  multi-kernel regions, split reductions). Its executor measures that workspace
+  once at compile time and records it as ``meta['region']['workspace_bytes']``;
+  a region that is not materialised adds it to its own line's high-water mark
+  only (allocated and freed within the line, like an op's unread output).
 
-Not modelled: workspace that an op allocates and frees inside itself (matmul
-on some backends, reductions' partials). Those show up as measured > predicted.
+Not modelled: workspace that a plain op allocates and frees inside itself
+(matmul on some backends). That shows up as measured > predicted.
 """
 from __future__ import annotations
 
@@ -35,7 +40,8 @@ import torch.fx as fx
 
 from ..trace import is_getitem, tensor_values
 
-__all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "alias_sources", "CUDA_ROUNDING"]
+__all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "alias_sources", "CUDA_ROUNDING",
+           "region_workspace", "workspace_key"]
 
 CUDA_ROUNDING = 512
 ALIASING_WITHOUT_SCHEMA = {"_unsafe_view", "wait_tensor"}  # wait_tensor returns its argument
@@ -51,6 +57,7 @@ class LineMemory:
     high_water: int  # live bytes while the op runs (inputs + outputs)
     dead_values: list[str] = field(default_factory=list)  # names to `del` after this line
     dead_nodes: list = field(default_factory=list)  # the same values as fx nodes
+    workspace: int = 0  # transient bytes inside a region's call (compiled workspace, or inner peak op by op)
 
 
 @dataclass
@@ -84,7 +91,7 @@ class Liveness:
             "rounding": self.rounding,
             "lines": [
                 {"name": ln.name, "allocated": ln.allocated, "freed": ln.freed,
-                 "live_after": ln.live_after, "high_water": ln.high_water}
+                 "live_after": ln.live_after, "high_water": ln.high_water, "workspace": ln.workspace}
                 for ln in self.lines
             ],
         }
@@ -164,6 +171,22 @@ def alias_sources(node: fx.Node) -> list:
                 out.append(int(a[1]))
         return out
     return [None] * n_out
+
+
+def _round_up(n: int, rounding: int) -> int:
+    return (n + rounding - 1) // rounding * rounding if rounding > 1 and n > 0 else n
+
+
+def region_workspace(node: fx.Node, rounding: int = 1) -> int:
+    """Scratch bytes a compiled region allocates and frees inside its call (0 if not measured)."""
+    if node.op != "call_module":
+        return 0
+    return _round_up(max(0, int((node.meta.get("region") or {}).get("workspace_bytes") or 0)), rounding)
+
+
+def workspace_key(trace) -> tuple:
+    """The regions' recorded workspaces: changes when an executor records them (cache key)."""
+    return tuple((n.target, region_workspace(n)) for n in trace.graph.nodes if region_workspace(n))
 
 
 def _region_inner_peak(node: fx.Node, rounding: int, allocated: int) -> int:
@@ -273,8 +296,13 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
             refs[bid] += 1
             allocated += buffers[bid]
             bids.append(bid)
-        inner = _region_inner_peak(n, rounding, allocated) if (materialized_regions and n.op == "call_module") else 0
-        high_water = live + allocated + inner
+        workspace = 0
+        if n.op == "call_module":
+            if materialized_regions:  # run op by op: its inner values are the transient bytes
+                workspace = _region_inner_peak(n, rounding, allocated)
+            else:
+                workspace = region_workspace(n, rounding)
+        high_water = live + allocated + workspace
         live += allocated
 
         # hand each element to its getitem user; a multi-output node itself holds nothing
@@ -311,7 +339,7 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
                 freed += release(v)
         live -= freed
         lines.append(LineMemory(n, name_of(n) if not multi else ", ".join(name_of(p) for p in produced),
-                                allocated, freed, live, high_water, dead_names, dead_nodes))
+                                allocated, freed, live, high_water, dead_names, dead_nodes, workspace))
         if high_water > peak:
             peak, peak_index = high_water, len(lines) - 1
     return Liveness(lines, entry, peak, peak_index, live, rounding)

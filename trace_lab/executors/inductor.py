@@ -15,6 +15,17 @@ region's structural signature, so identical layers compile once. With
 caches (FX graph cache, autotune caches, its code caches, through
 ``force_disable_caches``) are off, so the cost measured is the real one.
 
+A compiled region may allocate scratch buffers inside its call (a region Inductor
+splits into several kernels with intermediate buffers, split reductions). The
+executor measures that workspace once per compiled region, at compile time: it
+runs the region on placeholder inputs of the recorded layouts (a warm-up call,
+then a measured one, with :func:`trace_lab.measure.measure_peak`: CUDA
+``max_memory_allocated``, CPU profiler allocator events) and records
+peak - outputs as ``workspace_bytes`` in the region's record and in the region
+node's ``meta['region']``, where the liveness model counts it on the region's
+line. Where it cannot be measured (another profiler active) it is 0 and a note
+says so.
+
 Which ops Inductor takes is decided in :data:`FUSIBLE` / :func:`inductor_can_fuse`,
 the one place that says it (see the table there).
 """
@@ -26,13 +37,15 @@ import time
 import torch
 import torch.fx as fx
 
+from ..analysis.liveness import CUDA_ROUNDING, alias_sources, tensor_bytes
 from ..errors import TraceLabError
 from ..trace import Trace, is_getitem, tensor_values
 from .base import CompiledProgram, Executor, register
 from .eager import interpret
 from .fusion_cache import FusionCache, region_signature, signature_hash
 
-__all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region"]
+__all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region", "measure_workspace",
+           "workspace_bytes", "fresh_output_bytes"]
 
 aten = torch.ops.aten
 
@@ -87,16 +100,62 @@ def inductor_can_fuse(node: fx.Node) -> bool:
 
 
 # ---- compiling one region ------------------------------------------------------------------------
-def _example(val):
-    """A real tensor with the recorded size, stride, storage offset, dtype and device."""
+def _example(val, zeros: bool = True):
+    """A real tensor with the recorded size, stride, storage offset, dtype and device
+    (zero-filled, or uninitialised floats when ``zeros`` is False: integers and bools
+    are always zeros, so indices stay in range)."""
     if not isinstance(val, torch.Tensor):
         return val
     offset = int(val.storage_offset())
     extent = 1 + sum((int(s) - 1) * int(st) for s, st in zip(val.shape, val.stride()) if int(s) > 0)
     if any(int(s) == 0 for s in val.shape):
         extent = 0
-    base = torch.zeros(offset + extent, dtype=val.dtype, device=val.device)
+    make = torch.zeros if zeros or not (val.dtype.is_floating_point or val.dtype.is_complex) else torch.empty
+    base = make(offset + extent, dtype=val.dtype, device=val.device)
     return base.as_strided(tuple(val.shape), tuple(val.stride()), offset)
+
+
+# ---- the workspace a compiled region allocates inside its call ------------------------------------
+def workspace_bytes(peak_above_entry: int, output_bytes: int, rounding: int = 1) -> int:
+    """Scratch bytes of one call: the call's peak above what was allocated before it, less the
+    buffers it returns; never negative, rounded up to the allocator's block size."""
+    n = max(0, int(peak_above_entry) - int(output_bytes))
+    return (n + rounding - 1) // rounding * rounding if rounding > 1 and n > 0 else n
+
+
+def fresh_output_bytes(outputs, inputs, rounding: int = 1) -> int:
+    """Bytes of the storages a call returned that it allocated: each storage once, none that
+    belongs to an input (a returned view of an input allocates nothing)."""
+    def key(t):
+        return t.untyped_storage().data_ptr()
+
+    seen = {key(t) for t in inputs if isinstance(t, torch.Tensor)}
+    total = 0
+    for t in outputs:
+        if isinstance(t, torch.Tensor) and key(t) not in seen:
+            seen.add(key(t))
+            total += tensor_bytes(t, rounding)
+    return total
+
+
+def measure_workspace(fn, input_vals, rounding: int) -> tuple[int | None, int | None]:
+    """(workspace bytes, bytes of fresh outputs) of calling a compiled region on placeholder
+    inputs of the recorded layouts; (None, None) when the call cannot be measured here."""
+    from torch._guards import tracing
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from ..measure import measure_peak
+
+    with unset_fake_temporarily(), tracing(None), torch.no_grad():
+        args = [_example(v, zeros=False) for v in input_vals]
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        warm = fn(*args)  # warm-up: lazy initialisation, autotuning, first-call allocations
+        del warm
+        outs, peak, _method = measure_peak(lambda boxed: fn(*boxed), args, device)
+        if peak is None:
+            return None, None
+        out_bytes = fresh_output_bytes(outs if isinstance(outs, (list, tuple)) else [outs], args, rounding)
+        return workspace_bytes(peak, out_bytes, rounding), out_bytes
 
 
 def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: bool = False):
@@ -131,6 +190,7 @@ class InductorExecutor(Executor):
     def __init__(self, fusion_cache: bool = True, **_options):
         self.fusion_cache = bool(fusion_cache)
         self.cache = FusionCache(enabled=self.fusion_cache)
+        self._measured: dict = {}  # compiled region -> (workspace bytes, fresh output bytes)
 
     def can_fuse(self, node: fx.Node) -> bool:
         return inductor_can_fuse(node)
@@ -139,6 +199,7 @@ class InductorExecutor(Executor):
         started = time.perf_counter()
         compiled: dict[fx.Node, object] = {}
         records = []
+        rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
         for node in trace.ops:
             if node.op != "call_module":
                 continue
@@ -158,13 +219,42 @@ class InductorExecutor(Executor):
                     "executor='eager' runs the same program op by op; fusion='none' leaves every op unfused."
                 ) from e
             compiled[node] = fn
+            if fn not in self._measured:  # once per compiled region (a cache hit reuses the figure)
+                self._measured[fn] = measure_workspace(fn, input_vals, rounding)
+            workspace, out_bytes = self._measured[fn]
+            # a new dict: the region record may be shared with an earlier stage's node
+            node.meta["region"] = {**region, "workspace_bytes": workspace or 0}
             records.append({"name": node.target, "signature": signature_hash(signature),
-                            "ops": list(region.get("ops", [])), "cache_hit": hit, "compile_seconds": seconds})
+                            "ops": list(region.get("ops", [])), "cache_hit": hit, "compile_seconds": seconds,
+                            "workspace_bytes": workspace, "output_bytes": out_bytes,
+                            "model_output_bytes": _model_output_bytes(node, rounding)})
         run = interpret(trace, materialized_regions=False, region_runner=compiled.__getitem__)
         notes = []
         if records:
             hits = sum(r["cache_hit"] for r in records)
             notes.append(f"{len(records)} regions, {len({r['signature'] for r in records})} unique signatures, "
                          f"{hits} cache hits" + ("" if self.fusion_cache else " (fusion cache off, Inductor caches off)"))
+            notes.extend(_workspace_notes(records))
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
                                regions=records, notes=notes)
+
+
+def _model_output_bytes(node: fx.Node, rounding: int) -> int:
+    """Bytes the liveness model allocates for a region's outputs (aliases allocate nothing)."""
+    return sum(tensor_bytes(t, rounding) for t, src in zip(tensor_values(node.meta.get("val")), alias_sources(node))
+               if t is not None and src is None)
+
+
+def _workspace_notes(records) -> list[str]:
+    notes = []
+    with_ws = [r for r in records if r["workspace_bytes"]]
+    if with_ws:
+        top = max(with_ws, key=lambda r: r["workspace_bytes"])
+        notes.append(f"{len(with_ws)} regions allocate workspace inside their call (largest: {top['name']}, "
+                     f"{top['workspace_bytes']} B); counted on their lines")
+    if any(r["workspace_bytes"] is None for r in records):
+        notes.append("region workspace not measured (another profiler is active): counted as 0")
+    odd = [r["name"] for r in records if r["output_bytes"] is not None and r["output_bytes"] != r["model_output_bytes"]]
+    if odd:
+        notes.append(f"regions whose compiled outputs occupy other bytes than the model's: {', '.join(odd[:6])}")
+    return notes

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import torch.fx as fx
 
-from ..analysis.liveness import CUDA_ROUNDING, _region_inner_peak, alias_sources, tensor_bytes
+from ..analysis.liveness import CUDA_ROUNDING, _region_inner_peak, alias_sources, region_workspace, tensor_bytes
 from ..trace import is_getitem, tensor_values
 from .partition import OpGraph, Unit, producer
 
@@ -127,8 +127,9 @@ class MemoryModel:
         touched = {b for _, b in self._in[n]} | {b for b in self.slots.get(n, []) if b is not None}
         alloc = sum(self.nbytes[b] for b in self.created.get(n, []))
         extra = 0
-        if n.op == "call_module" and self.materialized:  # a region fused earlier, run op by op
-            extra = _region_inner_peak(n, self.rounding, alloc)
+        if n.op == "call_module":  # a region fused earlier: run op by op, or its compiled workspace
+            extra = (_region_inner_peak(n, self.rounding, alloc) if self.materialized
+                     else region_workspace(n, self.rounding))
         return UnitCost(alloc, extra, tuple(sorted(touched)))
 
     def _region_cost(self, unit: Unit) -> UnitCost:

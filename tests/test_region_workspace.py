@@ -1,0 +1,101 @@
+"""Workspace of compiled regions: scratch bytes a region allocates and frees inside its call.
+
+The Inductor executor measures it once per compiled region (placeholder inputs,
+warm-up call, measured call) and records ``meta['region']['workspace_bytes']``;
+the liveness model counts it on the region's line only. Figures worked out by hand
+unless the test says it measures them.
+"""
+from __future__ import annotations
+
+import torch
+
+from fusion_support import SCALAR_SLACK, StubExecutor, fuse, hand_trace
+from trace_lab.analysis.liveness import compute_liveness
+from trace_lab.executors.inductor import InductorExecutor, fresh_output_bytes, workspace_bytes
+from trace_lab.measure import measure_peak
+from trace_lab.passes.fusion import plan_units
+from trace_lab.passes.partition import OpGraph
+from trace_lab.passes.schedule import MemoryModel
+
+B = 8 * 8 * 4  # one f32[8, 8]: 256 bytes
+
+
+def relu_then_mm(x):
+    y = torch.relu(x)
+    return torch.mm(y, y)
+
+
+def _fused_relu_mm():
+    trace = hand_trace(relu_then_mm, torch.randn(8, 8))
+    fused = fuse(trace, "dataflow", StubExecutor())
+    (region,) = [n for n in fused.ops if n.op == "call_module"]
+    return fused, region
+
+
+def test_liveness_counts_a_region_workspace_on_its_line_only():
+    fused, region = _fused_relu_mm()
+    # Without workspace: fusion0 writes y (B); mm holds y and writes its output: peak 2 B at mm.
+    before = fused.liveness(False)
+    assert before.peak_above_inputs_bytes == 2 * B and before.peak_line.node is not region
+
+    region.meta["region"] = {**region.meta["region"], "workspace_bytes": 1000}
+    live = fused.liveness(False)  # recomputed: the recorded workspace is part of the cache key
+    line = {ln.node: ln for ln in live.lines}[region]
+    # fusion0: the input x (B) live before it; writes y (B), holds 1000 B of scratch during the call
+    assert live.entry_bytes == B
+    assert (line.allocated, line.workspace, line.high_water, line.live_after) == (B, 1000, 2 * B + 1000, 2 * B)
+    assert live.peak_above_inputs_bytes == B + 1000 and live.peak_line is line
+    # the mm line is unchanged: the workspace is gone once the region returned
+    mm_line = live.lines[-1]
+    assert (mm_line.high_water, mm_line.workspace) == (3 * B, 0)  # x, y and the product
+    # CUDA rounding: y -> 512 B, 1000 -> 1024 B
+    assert compute_liveness(fused, rounding=512).peak_above_inputs_bytes == 512 + 1024
+    # run op by op (eager executor) the region's own inner peak counts, not compiled workspace
+    assert fused.liveness(True).peak_above_inputs_bytes == 2 * B
+    # the printed text shows it, and the peak marker includes it
+    text = str(fused)
+    assert "| live 512 B (+256 B ~1000 B inside)  <- peak 1.48 KiB" in text, text  # 256 + 256 + 1000
+    # the scheduler prices an already fused region the same way
+    graph = OpGraph(fused, StubExecutor().can_fuse)
+    units = plan_units(fused, "none", StubExecutor().can_fuse, False)
+    assert MemoryModel(fused, graph, False).peak(units) == B + 1000
+
+
+def test_workspace_arithmetic():
+    # peak above entry 3000 B, outputs 2048 B: 952 B of scratch, 1024 in 512-byte blocks
+    assert workspace_bytes(3000, 2048) == 952
+    assert workspace_bytes(3000, 2048, rounding=512) == 1024
+    assert workspace_bytes(2048, 2048, rounding=512) == 0
+    assert workspace_bytes(1000, 2048) == 0  # a call that freed something: never negative
+    x = torch.zeros(8, 8)
+    y = torch.zeros(4)
+    # a view of an input allocates nothing; two outputs on one storage count once
+    assert fresh_output_bytes([x[0], y, y[1:]], [x]) == 16
+    assert fresh_output_bytes([y], [x], rounding=512) == 512
+
+
+def softmax_rows(x):
+    return torch.softmax(x, dim=-1)
+
+
+def test_inductor_region_workspace_is_measured_and_predicted():
+    """softmax over rows of f32[64, 128] compiles to a region whose C++ code keeps per-row
+    partials in scratch buffers (measured here, not assumed). Output: 64 * 128 * 4 = 32 KiB."""
+    x = torch.randn(64, 128)
+    trace = hand_trace(softmax_rows, x)
+    executor = InductorExecutor()
+    fused = fuse(trace, "dataflow", executor)
+    program = executor.compile(fused)
+    (record,) = program.regions
+    workspace = record["workspace_bytes"]
+    # large enough that leaving it out would fail the comparison below
+    assert workspace > SCALAR_SLACK, record
+    assert record["output_bytes"] == record["model_output_bytes"] == 32768
+    (region,) = [n for n in fused.ops if n.op == "call_module"]
+    assert region.meta["region"]["workspace_bytes"] == workspace
+    predicted = fused.liveness(False).peak_above_inputs_bytes
+    assert predicted == 32768 + workspace
+    outs, measured, method = measure_peak(program.run, [x.clone()], fused.device)
+    torch.testing.assert_close(outs[0], torch.softmax(x, dim=-1))
+    assert 0 <= measured - predicted <= SCALAR_SLACK, (predicted, measured, method)
+    assert any("allocate workspace" in n for n in program.notes), program.notes
