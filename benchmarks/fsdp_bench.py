@@ -266,8 +266,8 @@ def main(argv=None):
     ap.add_argument("--name", default="", help="file name stem (default fsdp_<date>_<device>)")
     ap.add_argument("--config-timeout", type=float, default=150.0, help="seconds one configuration may take")
     ap.add_argument("--budget", type=float, default=0.0,
-                    help="seconds for the whole run: a configuration is not started if it would likely overrun "
-                         "(0: no budget)")
+                    help="seconds for the whole run: a configuration is not started if it would likely overrun, "
+                         "and none runs past it (0: no budget)")
     args = ap.parse_args(argv)
     configs = [parse_config(c) for c in args.configs.split(",") if c.strip()]
     from trace_lab.distributed import run_distributed
@@ -293,8 +293,10 @@ def main(argv=None):
         print(f"[{i + 1}/{len(configs)}] {config['name']}: starting at {elapsed:.0f} s", flush=True)
         t0 = time.perf_counter()
         try:
+            limit = args.config_timeout if not args.budget else max(10.0, min(args.config_timeout,
+                                                                              args.budget - elapsed))
             run = run_distributed(_config_worker, args.nproc, args=(args, config), device=args.device,
-                                  timeout_s=args.config_timeout)
+                                  timeout_s=limit)
             backend = run.backend
             rows.append(run.values[0])
             per_rank[config["name"]] = {str(r.rank): {"iter_seconds": r.value["iter_seconds"],

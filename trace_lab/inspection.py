@@ -8,8 +8,9 @@ The sequence, chosen so that each figure is measured undisturbed:
 3. one call under memory measurement (per-program measured peak);
 4. ``runs`` timed calls -> steady-state median;
 5. in a multi-process run whose programs hold collectives (``measure_comm``
-   None = auto): one call with every wait instrumented, then a calibration of
-   the collectives (:mod:`trace_lab.distributed.comm_measure`) -> ``Report.comm``.
+   None = auto: only when ``runs > 0``): one call with every wait instrumented,
+   then a calibration of the collectives
+   (:mod:`trace_lab.distributed.comm_measure`) -> ``Report.comm``.
 
 Side effects (an optimizer step, gradient accumulation) repeat on each call;
 ``runs=0`` does only steps 1-2 (and 3 if ``measure_memory``).
@@ -111,7 +112,7 @@ def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cach
         say(f"timing {runs} runs")
         times = time_calls(lambda: call(jfn, args), device, runs)
     comm = None
-    if measure_comm or (measure_comm is None and _multi_process_collectives(jfn)):
+    if measure_comm or (measure_comm is None and runs > 0 and _multi_process_collectives(jfn)):
         say("measuring exposed communication (wait stalls, collective calibration)")
         from .distributed.comm_measure import measure_comm as _measure_comm
 
