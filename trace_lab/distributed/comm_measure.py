@@ -152,17 +152,18 @@ def calibrate(signatures, device, reps: int = 5, warmup: int = 1) -> dict:
     if dist.is_initialized() and dist.get_world_size() > 1:
         gathered = [None] * dist.get_world_size()
         dist.all_gather_object(gathered, sorted(sigs, key=repr))
-        sigs = {tuple(s) if not isinstance(s, tuple) else s for lst in gathered for s in lst}
+        sigs = {s for lst in gathered for s in lst}
     order = sorted(sigs, key=repr)
     ops, wait = _ops(), torch.ops._c10d_functional.wait_tensor.default
     timer = _Timer(device)
     medians = []
     for kind, shape, dtype, tail in order:
         group = _resolve_process_group(tail[-1])
+        barrier = {"device_ids": [torch.cuda.current_device()]} if device.type == "cuda" else {}
         inp = torch.zeros(shape, dtype=_dtype(dtype), device=device)
         samples = []
         for r in range(warmup + reps):
-            dist.barrier(group=group)
+            dist.barrier(group=group, **barrier)
             synchronize(device)
             a = timer.mark()
             out = wait(ops[kind](inp, *tail))

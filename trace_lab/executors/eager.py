@@ -41,7 +41,8 @@ def set_wait_hook(hook):
 
 def _hooked_wait(trace, node, fn):
     def call(*args, **kwargs):
-        return _WAIT_HOOK.wait(trace, node, fn, args, kwargs)
+        hook = _WAIT_HOOK  # None if the hook was removed while this program ran
+        return fn(*args, **kwargs) if hook is None else hook.wait(trace, node, fn, args, kwargs)
 
     return call
 
