@@ -43,7 +43,6 @@ import os
 import statistics
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -162,7 +161,9 @@ def _config_worker(args, config):
         "predicted_peak_bytes": {"forward": fw.liveness().peak_above_inputs_bytes,
                                  "backward": bw.liveness().peak_above_inputs_bytes},
         "comm": comm, "profiler_lanes": lanes, "estimated": est,
-        "sort_info": {"forward": fw.info.get("sort_waits"), "backward": bw.info.get("sort_waits")},
+        "sort_info": {part: next((t.info["sort_waits"] for t in reversed(stages) if "sort_waits" in t.info), None)
+                      for part, stages in (("forward", trace_lab.last_traces(jfn)),
+                                           ("backward", trace_lab.last_backward_traces(jfn)))},
     }
 
 
@@ -182,10 +183,14 @@ def _estimated_hidden(est: list[dict]):
 
 
 def _inflight_text(r):
+    from trace_lab.jit import Options
+    from trace_lab.passes.sort_waits import default_max_inflight
+
+    if not r["sort_waits"]:
+        return "-"
     v = r.get("max_inflight", "default")
     if v == "default":
-        v = (r.get("sort_info") or {}).get("forward", {}) or {}
-        v = v.get("max_inflight_gathers", "-") if r["sort_waits"] else "-"
+        v = default_max_inflight(Options(fsdp=r["mode"]))
     return "all" if v is None else str(v)
 
 
@@ -285,41 +290,40 @@ def main(argv=None):
     print(header, flush=True)
     for i, config in enumerate(configs):
         elapsed = time.perf_counter() - started
-        if args.budget and elapsed + max(longest, 1.0) * 1.2 > args.budget:
-            errors.append({"config": config["name"], "error": f"skipped: {elapsed:.0f} s of the {args.budget:.0f} s "
-                                                                f"budget used, the longest configuration took {longest:.0f} s"})
-            print(f"[{i + 1}/{len(configs)}] {config['name']}: {errors[-1]['error']}", flush=True)
-            continue
-        print(f"[{i + 1}/{len(configs)}] {config['name']}: starting at {elapsed:.0f} s", flush=True)
+        tag = f"[{i + 1}/{len(configs)}] {config['name']}"
         t0 = time.perf_counter()
-        try:
+        if args.budget and elapsed + max(longest, 1.0) * 1.2 > args.budget:
+            errors.append({"config": config["name"], "status": "not run",
+                           "error": f"{elapsed:.0f} s of the {args.budget:.0f} s budget used, the longest "
+                                    f"configuration took {longest:.0f} s"})
+            print(f"{tag}: not run: {errors[-1]['error']}", flush=True)
+        else:
+            print(f"{tag}: starting at {elapsed:.0f} s", flush=True)
             limit = args.config_timeout if not args.budget else max(10.0, min(args.config_timeout,
                                                                               args.budget - elapsed))
-            run = run_distributed(_config_worker, args.nproc, args=(args, config), device=args.device,
-                                  timeout_s=limit)
-            backend = run.backend
-            rows.append(run.values[0])
-            per_rank[config["name"]] = {str(r.rank): {"iter_seconds": r.value["iter_seconds"],
-                                                      "exposed_comm_seconds": r.value["comm"]["total"][
-                                                          "exposed_comm_seconds"],
-                                                      "all_gather_hidden_fraction": r.value["comm"]["total"][
-                                                          "all_gather_hidden_fraction"]} for r in run.results}
-            t = rows[-1]["comm"]["total"]
-            print(f"[{i + 1}/{len(configs)}] {config['name']}: iter {_ms(rows[-1]['iter_seconds'])} ms, exposed "
-                  f"{_ms(t['exposed_comm_seconds'])} ms, AG hidden {_pct(t['all_gather_hidden_fraction'])} "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
-        except BaseException as e:  # noqa: BLE001 - one configuration failing must not lose the others
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            errors.append({"config": config["name"], "error": f"{type(e).__name__}: {e}"[-4000:],
-                           "traceback": traceback.format_exc()[-4000:]})
-            print(f"[{i + 1}/{len(configs)}] {config['name']}: FAILED after {time.perf_counter() - t0:.0f} s: "
-                  f"{str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__}", flush=True)
-        longest = max(longest, time.perf_counter() - t0)
+            try:
+                run = run_distributed(_config_worker, args.nproc, args=(args, config), device=args.device,
+                                      timeout_s=limit)
+                backend = run.backend
+                rows.append(run.values[0])
+                per_rank[config["name"]] = {str(r.rank): {"iter_seconds": r.value["iter_seconds"],
+                                                          **{k: r.value["comm"]["total"][k] for k in (
+                                                              "exposed_comm_seconds", "all_gather_hidden_fraction")}}
+                                            for r in run.results}
+                t = rows[-1]["comm"]["total"]
+                print(f"{tag}: iter {_ms(rows[-1]['iter_seconds'])} ms, exposed {_ms(t['exposed_comm_seconds'])} ms, "
+                      f"AG hidden {_pct(t['all_gather_hidden_fraction'])} ({time.perf_counter() - t0:.0f} s)",
+                      flush=True)
+            except Exception as e:  # noqa: BLE001 - one configuration failing must not lose the others
+                text = str(e).strip()
+                errors.append({"config": config["name"], "status": "FAILED",
+                               "error": (text.splitlines()[-1] if text else type(e).__name__)[-2000:],
+                               "traceback": f"{type(e).__name__}: {text}"[-6000:]})
+                print(f"{tag}: FAILED after {time.perf_counter() - t0:.0f} s: {errors[-1]['error']}", flush=True)
+            longest = max(longest, time.perf_counter() - t0)
         text, verdicts = summarize(rows)
         report = "\n".join([header + (f" ({backend})" if backend else ""), text, *verdicts,
-                             *[f"{e['config']}: FAILED: {e['error'].splitlines()[-1] if e['error'] else ''}"
-                               for e in errors]])
+                             *[f"{e['config']}: {e['status']}: {e['error']}" for e in errors]])
         data = {"date": datetime.date.today().isoformat(), "device": dev, "backend": backend,
                 "torch": torch.__version__, "args": vars(args), "results": rows, "per_rank": per_rank,
                 "errors": errors, "verdicts": verdicts, "table": text, "complete": i == len(configs) - 1,
