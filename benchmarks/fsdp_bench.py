@@ -1,23 +1,38 @@
-"""FSDP benchmark: ZeRO-2 / ZeRO-3 x sort_waits on / off on N processes (NCCL on GPUs).
+"""FSDP benchmark: ZeRO-2 / ZeRO-3 x sort_waits on / off (x in-flight limits) on N processes (NCCL on GPUs).
 
-For every configuration, in every rank: shard an ``examples.llama.LlamaStack``
-with ``trace_lab.distributed.shard_module``, jit it with ``fsdp=`` and
-``sort_waits=``, then measure (rank 0's figures are reported, every rank's
-iteration times are kept):
+Every configuration runs in its own ``run_distributed`` launch (fresh processes: a
+failing or hanging configuration costs its own time limit, the others are kept);
+results are written under ``--out`` after each one (``<name>.json`` and
+``<name>.txt``), so a run cut short keeps what it measured. In every rank: shard an
+``examples.llama.LlamaStack`` with ``trace_lab.distributed.shard_module``, jit it with
+``fsdp=``, ``sort_waits=`` and ``max_inflight_gathers=``, then measure (rank 0's
+figures are reported; every rank's iteration time and measured totals are kept):
 
-* iteration time: forward + backward, CUDA events, median of ``--iters``;
+* iteration time: forward + backward, CUDA events, median of ``--iters`` (uninstrumented);
 * peak memory: ``max_memory_allocated`` above the memory held before the step;
-* measured lanes: one step under ``torch.profiler``; NCCL kernels form the comm
-  lane, every other kernel the compute lane (``trace_lab.report.timeline``):
-  exposed communication, overlap fraction, share of all-gather time hidden;
+* **measured communication (the figures the targets use)**: ``--measure-steps``
+  steps with every ``wait_tensor`` bracketed by CUDA events (the compute stream's
+  stall there), then every distinct collective replayed alone to calibrate its
+  intrinsic time (:mod:`trace_lab.distributed.comm_measure`): exposed communication =
+  sum of stalls; all-gather hidden = 1 - stalls at all-gather waits / intrinsic
+  all-gather time;
+* profiler lanes (secondary, ``--no-profile`` skips): one step under
+  ``torch.profiler``, NCCL kernels as the comm lane. It overstates communication:
+  a kernel launched before its peer's spins until the peer arrives, and that
+  spinning counts as transfer time;
 * estimated lanes and predicted peak from the traces (the lab's cost model).
+
+Configurations: ``zero2``, ``zero2+sort``, ``zero3``, ``zero3+sort``; ``@K`` adds an
+in-flight limit of K all-gathers (``zero3+sort@7``: about one layer ahead, a layer
+has 7 parameters; ``@all``: unlimited; without ``@`` the pass's default: 2 for
+ZeRO-3, unlimited for ZeRO-2).
 
 Targets (issue 6): with sorting on, >= 80% of all-gather time hidden; iteration
 time >= 10% lower than with sorting off when communication is >= 10% of the
-step. The script prints whether each is met and by how much, and writes JSON.
+step. The script prints whether each is met and by how much.
 
-    python benchmarks/fsdp_bench.py                      # 8 layers, d=2048, 2 GPUs
-    python benchmarks/fsdp_bench.py --device cpu --layers 2 --dim 64 --seq 16 --batch 1 --iters 2   # smoke
+    python benchmarks/fsdp_bench.py --out /tmp/fsdp        # 8 layers, d=2048, 2 GPUs, 6 configurations
+    python benchmarks/fsdp_bench.py --device cpu --layers 2 --dim 64 --heads 4 --seq 16 --batch 1 --iters 2 --out /tmp/x
 """
 from __future__ import annotations
 
@@ -33,7 +48,21 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-CONFIGS = [("zero2", False), ("zero2", True), ("zero3", False), ("zero3", True)]
+DEFAULT_CONFIGS = "zero2,zero2+sort,zero2+sort@7,zero3,zero3+sort,zero3+sort@7"
+
+
+def parse_config(spec: str) -> dict:
+    """``zero3+sort@7`` -> {"name", "mode", "sort_waits", "max_inflight"} (max_inflight "default" = the pass's)."""
+    name = spec.strip()
+    base, _, limit = name.partition("@")
+    mode, _, sort = base.partition("+")
+    if mode not in ("zero2", "zero3") or sort not in ("", "sort") or (limit and not sort):
+        raise SystemExit(f"unknown configuration {spec!r}: use zero2|zero3, optional +sort, optional @K or @all "
+                         "(only with +sort)")
+    if limit and limit != "all" and not (limit.isdigit() and int(limit) >= 1):
+        raise SystemExit(f"configuration {spec!r}: @K needs a positive integer or 'all'")
+    inflight = "default" if not limit else (None if limit == "all" else int(limit))
+    return {"name": name, "mode": mode, "sort_waits": bool(sort), "max_inflight": inflight}
 
 
 def _step(jfn, x, shards):
@@ -50,24 +79,12 @@ def _sync(device):
 
 
 def _time_steps(jfn, x, shards, device, iters):
-    times = []
-    for _ in range(iters):
-        _sync(device)
-        if device.startswith("cuda"):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            _step(jfn, x, shards)
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            _step(jfn, x, shards)
-            times.append(time.perf_counter() - t0)
-    return times
+    from trace_lab.measure import time_calls
+
+    return time_calls(lambda: _step(jfn, x, shards), torch.device(device), iters)
 
 
-def _measured_lanes(jfn, x, shards, device):
+def _profiler_lanes(jfn, x, shards, device):
     from torch.profiler import ProfilerActivity, profile
 
     from trace_lab.report.timeline import lanes_from_profiler, overlap_stats
@@ -84,11 +101,17 @@ def _measured_lanes(jfn, x, shards, device):
     return stats
 
 
-def _config_worker(args, mode, sort):
+def _say(ctx, msg):
+    if ctx.rank == 0:
+        print(f"    rank 0: {msg}", flush=True)
+
+
+def _config_worker(args, config):
     import trace_lab
     import trace_lab.distributed as tld
     from examples.llama import LlamaStack
-    from trace_lab.report.timeline import GPU_MODEL, CPU_MODEL, estimate_timeline
+    from trace_lab.distributed.comm_measure import measure_comm
+    from trace_lab.report.timeline import CPU_MODEL, GPU_MODEL, estimate_timeline
 
     ctx = tld.current()
     device = ctx.device
@@ -99,14 +122,18 @@ def _config_worker(args, mode, sort):
     shards = list(tld.sharded_parameters(model).values())
     torch.manual_seed(1 + ctx.rank)
     x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
-    jfn = trace_lab.jit(model, fsdp=mode, sort_waits=sort, executor=args.executor)
+    extra = {} if config["max_inflight"] == "default" else {"max_inflight_gathers": config["max_inflight"]}
+    jfn = trace_lab.jit(model, fsdp=config["mode"], sort_waits=config["sort_waits"], executor=args.executor, **extra)
+    _say(ctx, "compiling (first step)")
     t0 = time.perf_counter()
     _step(jfn, x, shards)
     _sync(device)
     first = time.perf_counter() - t0
     for _ in range(args.warmup):
         _step(jfn, x, shards)
+    _say(ctx, f"first step {first:.1f} s; timing {args.iters} steps")
     times = _time_steps(jfn, x, shards, device, args.iters)
+    iter_s = statistics.median(times)
     peak = None
     if device.startswith("cuda"):
         _sync(device)
@@ -115,40 +142,37 @@ def _config_worker(args, mode, sort):
         _step(jfn, x, shards)
         _sync(device)
         peak = torch.cuda.max_memory_allocated() - before
-    measured = _measured_lanes(jfn, x, shards, device)
+    _say(ctx, f"iteration {iter_s * 1e3:.2f} ms; measuring wait stalls ({args.measure_steps} steps) and calibrating")
+    comm = measure_comm(lambda: _step(jfn, x, shards), device, jfn=jfn, steps=args.measure_steps,
+                        reps=args.calib_reps, iter_seconds=iter_s)
+    comm.pop("waits")
+    lanes = _profiler_lanes(jfn, x, shards, device) if args.profile else None
     model_costs = GPU_MODEL if device.startswith("cuda") else CPU_MODEL
     fw, bw = trace_lab.last_traces(jfn)[-1], trace_lab.last_backward_traces(jfn)[-1]
     est = [estimate_timeline(t, model_costs) for t in (fw, bw)]
     for e in est:
         for k in ("compute", "comm", "memory"):
             e.pop(k)
-    out = {
-        "mode": mode, "sort_waits": sort, "rank": ctx.rank,
-        "first_step_seconds": first, "iter_seconds": statistics.median(times), "iter_all": times,
+    return {
+        "config": config["name"], "mode": config["mode"], "sort_waits": config["sort_waits"],
+        "max_inflight": config["max_inflight"], "rank": ctx.rank,
+        "first_step_seconds": first, "iter_seconds": iter_s, "iter_all": times,
         "measured_peak_bytes": peak,
         "predicted_peak_bytes": {"forward": fw.liveness().peak_above_inputs_bytes,
                                  "backward": bw.liveness().peak_above_inputs_bytes},
-        "measured": measured, "estimated": est,
-        "sort_info": {"forward": fw.info.get("sort_waits"), "backward": bw.info.get("sort_waits")},
+        "comm": comm, "profiler_lanes": lanes, "estimated": est,
+        "sort_info": {part: next((t.info["sort_waits"] for t in reversed(stages) if "sort_waits" in t.info), None)
+                      for part, stages in (("forward", trace_lab.last_traces(jfn)),
+                                           ("backward", trace_lab.last_backward_traces(jfn)))},
     }
-    del jfn, model, shards, x
-    torch._dynamo.reset()
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
-    return out
-
-
-def _worker(args):
-    results = []
-    for mode, sort in CONFIGS:
-        if args.only and f"{mode}{'+sort' if sort else ''}" not in args.only.split(","):
-            continue
-        results.append(_config_worker(args, mode, sort))
-    return results
 
 
 def _pct(x):
     return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _ms(x):
+    return "-" if x is None else f"{x * 1e3:.2f}"
 
 
 def _estimated_hidden(est: list[dict]):
@@ -158,40 +182,70 @@ def _estimated_hidden(est: list[dict]):
     return hidden / total if total else None
 
 
+def _inflight_text(r):
+    from trace_lab.jit import Options
+    from trace_lab.passes.sort_waits import default_max_inflight
+
+    if not r["sort_waits"]:
+        return "-"
+    v = r.get("max_inflight", "default")
+    if v == "default":
+        v = default_max_inflight(Options(fsdp=r["mode"]))
+    return "all" if v is None else str(v)
+
+
 def summarize(rows: list[dict]) -> tuple[str, list[str]]:
-    head = ("config", "iter ms", "comm ms", "exposed ms", "overlap", "AG hidden", "peak MiB", "pred. peak fw/bw MiB",
-            "est. AG hidden")
+    """The table (measured columns first: the targets use them) and the target verdicts."""
+    head = ("config", "inflight", "iter ms", "exposed ms", "AG stall ms", "AG intrinsic ms", "comm intr. ms",
+            "AG hidden", "comm hidden", "peak MiB", "pred. peak fw/bw MiB", "prof. AG hidden*", "est. AG hidden")
     table = [head]
+    mib = (lambda b: "-" if b is None else f"{b / 2**20:.0f}")
     for r in rows:
-        m = r["measured"] or {}
-        mib = (lambda b: "-" if b is None else f"{b / 2**20:.0f}")
-        table.append((f"{r['mode']} sort={'on' if r['sort_waits'] else 'off'}", f"{r['iter_seconds'] * 1e3:.2f}",
-                      f"{m.get('comm_seconds', 0) * 1e3:.2f}" if m else "-",
-                      f"{m.get('exposed_comm_seconds', 0) * 1e3:.2f}" if m else "-",
-                      _pct(m.get("overlap_fraction")) if m else "-",
-                      _pct(m.get("all_gather_hidden_fraction")) if m else "-",
-                      mib(r["measured_peak_bytes"]),
+        t = r["comm"]["total"]
+        lanes = r.get("profiler_lanes") or {}
+        table.append((r["config"], _inflight_text(r), _ms(r["iter_seconds"]), _ms(t["exposed_comm_seconds"]),
+                      _ms(t["stall_seconds"]["all_gather"]), _ms(t["intrinsic_seconds"]["all_gather"]),
+                      _ms(t["intrinsic_comm_seconds"]), _pct(t["all_gather_hidden_fraction"]),
+                      _pct(t["hidden_fraction"]), mib(r["measured_peak_bytes"]),
                       f"{mib(r['predicted_peak_bytes']['forward'])}/{mib(r['predicted_peak_bytes']['backward'])}",
+                      _pct(lanes.get("all_gather_hidden_fraction")) if lanes else "-",
                       _pct(_estimated_hidden(r["estimated"]))))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
-    text = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in table)
+    text = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)
+    text += ("\nmeasured: exposed = stall of the compute stream at the waits (CUDA events around each wait_tensor); "
+             "intrinsic = each collective replayed alone (barrier + sync, median, min over ranks); "
+             "AG hidden = 1 - AG stall / AG intrinsic. The targets use these."
+             "\n* profiler lanes: NCCL kernel durations, which include spinning until the peer rank arrives; "
+             "secondary, understates hiding.")
     verdicts = []
-    by = {(r["mode"], r["sort_waits"]): r for r in rows}
     for mode in ("zero2", "zero3"):
-        on, off = by.get((mode, True)), by.get((mode, False))
-        if on and on["measured"] and on["measured"]["all_gather_hidden_fraction"] is not None:
-            h = on["measured"]["all_gather_hidden_fraction"]
-            verdicts.append(f"{mode}: all-gather hidden {_pct(h)} (target >= 80%): "
-                            + ("MET" if h >= 0.8 else "NOT MET") + f" by {100 * (h - 0.8):+.1f} points")
-        if on and off:
-            gain = 1 - on["iter_seconds"] / off["iter_seconds"]
-            share = (off["measured"] or {}).get("comm_seconds", 0) / off["iter_seconds"] if off["measured"] else None
-            applies = share is None or share >= 0.10
-            verdicts.append(f"{mode}: iteration {gain * 100:+.1f}% faster with sort_waits (target >= 10%"
-                            + (f", comm is {_pct(share)} of the sort-off step" if share is not None else "") + "): "
-                            + (("MET" if gain >= 0.10 else "NOT MET") + f" by {100 * (gain - 0.10):+.1f} points"
-                               if applies else "target does not apply (comm < 10% of the step)"))
+        off = next((r for r in rows if r["mode"] == mode and not r["sort_waits"]), None)
+        for on in (r for r in rows if r["mode"] == mode and r["sort_waits"]):
+            h = on["comm"]["total"]["all_gather_hidden_fraction"]
+            if h is not None:
+                verdicts.append(f"{on['config']}: all-gather hidden {_pct(h)} (measured; target >= 80%): "
+                                + ("MET" if h >= 0.8 else "NOT MET") + f" by {100 * (h - 0.8):+.1f} points")
+            if off:
+                gain = 1 - on["iter_seconds"] / off["iter_seconds"]
+                share = off["comm"]["total"]["intrinsic_comm_seconds"] / off["iter_seconds"]
+                verdicts.append(
+                    f"{on['config']}: iteration {gain * 100:+.1f}% faster than {off['config']} (target >= 10%; "
+                    f"intrinsic comm is {_pct(share)} of the sort-off step): "
+                    + (("MET" if gain >= 0.10 else "NOT MET") + f" by {100 * (gain - 0.10):+.1f} points"
+                       if share >= 0.10 else "target does not apply (comm < 10% of the step)"))
     return text, verdicts
+
+
+def _write(out_dir: str, name: str, data: dict, report: str) -> str:
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, name + ".json")
+    for target, write in ((path, lambda f: json.dump(data, f, indent=2, default=str)),
+                          (os.path.join(out_dir, name + ".txt"), lambda f: f.write(report + "\n"))):
+        tmp = target + ".tmp"
+        with open(tmp, "w") as f:
+            write(f)
+        os.replace(tmp, target)
+    return path
 
 
 def main(argv=None):
@@ -207,40 +261,78 @@ def main(argv=None):
     ap.add_argument("--executor", default="eager")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--only", default="", help="comma list of zero2,zero2+sort,zero3,zero3+sort")
-    ap.add_argument("--out", default="", help="JSON path (default benchmarks/results/fsdp_<date>_<device>.json)")
-    ap.add_argument("--also", default="", help="a directory to write a copy of the JSON and table to")
+    ap.add_argument("--measure-steps", type=int, default=2, help="instrumented steps for the wait stalls")
+    ap.add_argument("--calib-reps", type=int, default=5, help="repetitions per collective in the calibration")
+    ap.add_argument("--no-profile", dest="profile", action="store_false", help="skip the profiler-lane step")
+    ap.add_argument("--configs", "--only", dest="configs", default=DEFAULT_CONFIGS,
+                    help=f"comma list (default {DEFAULT_CONFIGS}); @K = in-flight all-gather limit, @all = none")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
+                    help="directory for <name>.json and <name>.txt (rewritten after every configuration)")
+    ap.add_argument("--name", default="", help="file name stem (default fsdp_<date>_<device>)")
+    ap.add_argument("--config-timeout", type=float, default=150.0, help="seconds one configuration may take")
+    ap.add_argument("--budget", type=float, default=0.0,
+                    help="seconds for the whole run: a configuration is not started if it would likely overrun, "
+                         "and none runs past it (0: no budget)")
     args = ap.parse_args(argv)
+    configs = [parse_config(c) for c in args.configs.split(",") if c.strip()]
     from trace_lab.distributed import run_distributed
 
     started = time.perf_counter()
-    run = run_distributed(_worker, args.nproc, args=(args,), device=args.device, timeout_s=3000)
-    rows = run.values[0]
-    text, verdicts = summarize(rows)
-    dev = torch.cuda.get_device_name(0) if run.device == "cuda" else "cpu"
+    cuda = args.device in ("auto", "cuda") and torch.cuda.is_available() and torch.cuda.device_count() >= args.nproc
+    dev = torch.cuda.get_device_name(0) if cuda else "cpu"
     slug = dev.lower().replace("nvidia ", "").replace(" ", "-")
+    name = args.name or f"fsdp_{datetime.date.today().isoformat()}_{slug}"
     header = (f"FSDP benchmark: {args.layers} layers, d={args.dim}, heads={args.heads}, seq={args.seq}, "
-              f"batch/rank={args.batch}, {args.dtype}, {args.nproc} x {dev} ({run.backend}), "
-              f"executor={args.executor}, torch {torch.__version__}")
-    report = "\n".join([header, text, *verdicts])
+              f"batch/rank={args.batch}, {args.dtype}, {args.nproc} x {dev}, executor={args.executor}, "
+              f"torch {torch.__version__}")
+    rows, per_rank, errors, backend = [], {}, [], None
+    longest = 0.0
+    print(header, flush=True)
+    for i, config in enumerate(configs):
+        elapsed = time.perf_counter() - started
+        tag = f"[{i + 1}/{len(configs)}] {config['name']}"
+        t0 = time.perf_counter()
+        if args.budget and elapsed + max(longest, 1.0) * 1.2 > args.budget:
+            errors.append({"config": config["name"], "status": "not run",
+                           "error": f"{elapsed:.0f} s of the {args.budget:.0f} s budget used, the longest "
+                                    f"configuration took {longest:.0f} s"})
+            print(f"{tag}: not run: {errors[-1]['error']}", flush=True)
+        else:
+            print(f"{tag}: starting at {elapsed:.0f} s", flush=True)
+            limit = args.config_timeout if not args.budget else max(10.0, min(args.config_timeout,
+                                                                              args.budget - elapsed))
+            try:
+                run = run_distributed(_config_worker, args.nproc, args=(args, config), device=args.device,
+                                      timeout_s=limit)
+                backend = run.backend
+                rows.append(run.values[0])
+                per_rank[config["name"]] = {str(r.rank): {"iter_seconds": r.value["iter_seconds"],
+                                                          **{k: r.value["comm"]["total"][k] for k in (
+                                                              "exposed_comm_seconds", "all_gather_hidden_fraction")}}
+                                            for r in run.results}
+                t = rows[-1]["comm"]["total"]
+                print(f"{tag}: iter {_ms(rows[-1]['iter_seconds'])} ms, exposed {_ms(t['exposed_comm_seconds'])} ms, "
+                      f"AG hidden {_pct(t['all_gather_hidden_fraction'])} ({time.perf_counter() - t0:.0f} s)",
+                      flush=True)
+            except Exception as e:  # noqa: BLE001 - one configuration failing must not lose the others
+                text = str(e).strip()
+                errors.append({"config": config["name"], "status": "FAILED",
+                               "error": (text.splitlines()[-1] if text else type(e).__name__)[-2000:],
+                               "traceback": f"{type(e).__name__}: {text}"[-6000:]})
+                print(f"{tag}: FAILED after {time.perf_counter() - t0:.0f} s: {errors[-1]['error']}", flush=True)
+            longest = max(longest, time.perf_counter() - t0)
+        text, verdicts = summarize(rows)
+        report = "\n".join([header + (f" ({backend})" if backend else ""), text, *verdicts,
+                             *[f"{e['config']}: {e['status']}: {e['error']}" for e in errors]])
+        data = {"date": datetime.date.today().isoformat(), "device": dev, "backend": backend,
+                "torch": torch.__version__, "args": vars(args), "results": rows, "per_rank": per_rank,
+                "errors": errors, "verdicts": verdicts, "table": text, "complete": i == len(configs) - 1,
+                "wall_seconds": time.perf_counter() - started}
+        path = _write(args.out, name, data, report)
     print(report)
-    data = {"date": datetime.date.today().isoformat(), "device": dev, "backend": run.backend,
-            "torch": torch.__version__, "args": vars(args), "results": rows,
-            "iter_seconds_per_rank": {str(r.rank): [c["iter_seconds"] for c in r.value] for r in run.results},
-            "verdicts": verdicts, "table": text, "wall_seconds": time.perf_counter() - started}
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
-                                   f"fsdp_{data['date']}_{slug}.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(data, f, indent=2, default=str)
-    if args.also:
-        os.makedirs(args.also, exist_ok=True)
-        with open(os.path.join(args.also, os.path.basename(out)), "w") as f:
-            json.dump(data, f, indent=2, default=str)
-        with open(os.path.join(args.also, os.path.basename(out).replace(".json", ".txt")), "w") as f:
-            f.write(report + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {path} and {path[:-5]}.txt ({time.perf_counter() - started:.0f} s)")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

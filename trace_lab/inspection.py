@@ -6,7 +6,11 @@ The sequence, chosen so that each figure is measured undisturbed:
 2. first call of the jitted function (+ backward when the output needs grad),
    timed: compile happens here; its outputs/grads are compared with (1);
 3. one call under memory measurement (per-program measured peak);
-4. ``runs`` timed calls -> steady-state median.
+4. ``runs`` timed calls -> steady-state median;
+5. in a multi-process run whose programs hold collectives (``measure_comm``
+   None = auto: only when ``runs > 0``): one call with every wait instrumented,
+   then a calibration of the collectives
+   (:mod:`trace_lab.distributed.comm_measure`) -> ``Report.comm``.
 
 Side effects (an optimizer step, gradient accumulation) repeat on each call;
 ``runs=0`` does only steps 1-2 (and 3 if ``measure_memory``).
@@ -41,7 +45,7 @@ def _device_of(fn, args) -> torch.device:
 def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cache: bool = True,
             sort_waits: bool = True, fsdp: str | None = None, runs: int = 5, backward: bool | None = None,
             loss=None, name: str | None = None, check: bool = True, measure_memory: bool = True,
-            progress=None, **extra):
+            progress=None, measure_comm: bool | None = None, **extra):
     """Compile ``fn``, run ``fn(*args)`` (and its backward), check it against eager, measure it.
 
     ``backward``: None runs the backward when an output requires grad; ``loss(out)``
@@ -107,6 +111,23 @@ def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cach
     if runs > 0:
         say(f"timing {runs} runs")
         times = time_calls(lambda: call(jfn, args), device, runs)
+    comm = None
+    if measure_comm or (measure_comm is None and runs > 0 and _multi_process_collectives(jfn)):
+        say("measuring exposed communication (wait stalls, collective calibration)")
+        from .distributed.comm_measure import measure_comm as _measure_comm
+
+        comm = _measure_comm(lambda: call(jfn, args), device, jfn=jfn, steps=1, iter_seconds=median(times))
     return Report.from_run(jfn, name=name, device=device, first_run_seconds=first_run,
                            steady_seconds=median(times), run_seconds=times, comparison=comparison,
-                           measurements=measurements, warnings=warnings)
+                           measurements=measurements, warnings=warnings, comm=comm)
+
+
+def _multi_process_collectives(jfn) -> bool:
+    """True in a process group of 2+ ranks when a compiled program waits for a collective."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return False
+    wait = torch.ops._c10d_functional.wait_tensor.default
+    return any(n.op == "call_function" and n.target is wait
+               for p in jfn.programs for part in p.parts if part.traces for n in part.traces[-1].ops)

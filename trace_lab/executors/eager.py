@@ -5,17 +5,46 @@ and every value dropped right after its last use (the liveness model's
 ``dead_nodes``), so measured memory follows the model line by line. Fused
 regions run op by op too, so their inner values are materialised
 (``materializes_regions = True``); fusing under this executor only groups ops.
+
+Instrumentation: :func:`set_wait_hook` installs a hook (only while measuring;
+:mod:`trace_lab.distributed.comm_measure`) that a program holding
+``wait_tensor`` ops calls around each wait and at its start and end. With no
+hook installed a run pays one global read; programs without waits pay nothing.
 """
 from __future__ import annotations
 
 import time
 
+import torch
 import torch.fx as fx
 
 from ..trace import Trace, is_getitem
 from .base import CompiledProgram, Executor, register
 
-__all__ = ["EagerExecutor", "interpret"]
+__all__ = ["EagerExecutor", "interpret", "set_wait_hook"]
+
+_WAIT = torch.ops._c10d_functional.wait_tensor.default
+_WAIT_HOOK = None
+
+
+def set_wait_hook(hook):
+    """Install ``hook`` (or None) for every interpreted program that waits; return the previous one.
+
+    ``hook.enter(trace)`` / ``hook.exit(trace)`` bracket each run of such a program;
+    ``hook.wait(trace, node, fn, args, kwargs)`` runs the wait ``fn(*args, **kwargs)``
+    and returns its result.
+    """
+    global _WAIT_HOOK
+    old, _WAIT_HOOK = _WAIT_HOOK, hook
+    return old
+
+
+def _hooked_wait(trace, node, fn):
+    def call(*args, **kwargs):
+        hook = _WAIT_HOOK  # None if the hook was removed while this program ran
+        return fn(*args, **kwargs) if hook is None else hook.wait(trace, node, fn, args, kwargs)
+
+    return call
 
 
 def interpret(trace: Trace, materialized_regions: bool = True, region_runner=None, probe=None):
@@ -41,11 +70,18 @@ def interpret(trace: Trace, materialized_regions: bool = True, region_runner=Non
         unpack = [(u.args[1], u) for u in n.users if is_getitem(u)] if multi else None
         steps.append((n, fn, n.args, n.kwargs, unpack, dead.get(n, [])))
     out_spec = trace.output_node.args[0]
+    hooked = None
+    if any(s[0].op == "call_function" and s[0].target is _WAIT for s in steps):
+        hooked = [(s[0], _hooked_wait(trace, s[0], s[1]), *s[2:]) if s[0].op == "call_function"
+                  and s[0].target is _WAIT else s for s in steps]
 
     def run(args):
+        hook = _WAIT_HOOK if hooked is not None else None
+        if hook is not None:
+            hook.enter(trace)
         env: dict[fx.Node, object] = dict(zip(inputs, args))
         lookup = env.__getitem__
-        for node, fn, a, k, unpack, dead_nodes in steps:
+        for node, fn, a, k, unpack, dead_nodes in (steps if hook is None else hooked):
             result = fn(*fx.node.map_arg(a, lookup), **fx.node.map_arg(k, lookup))
             if unpack is None:
                 env[node] = result
@@ -57,7 +93,10 @@ def interpret(trace: Trace, materialized_regions: bool = True, region_runner=Non
                 env.pop(d, None)
             if probe is not None:
                 probe(node)
-        return tuple(fx.node.map_arg(out_spec, lookup))
+        out = tuple(fx.node.map_arg(out_spec, lookup))
+        if hook is not None:
+            hook.exit(trace)
+        return out
 
     return run
 

@@ -77,7 +77,7 @@ class DistributedReport(Report):
         return tl.get("table") or f"timeline unavailable: {tl.get('error', 'not computed')}"
 
     def __str__(self) -> str:
-        return super().__str__() + "\n  timeline (rank 0, estimated):\n" + "\n".join(
+        return super().__str__() + f"\n  timeline (rank 0, {_method(self)}):\n" + "\n".join(
             "    " + ln for ln in self.timeline_text().splitlines())
 
     def summary_extra_html(self) -> str:
@@ -110,6 +110,8 @@ def _timeline_html(report: DistributedReport) -> str:
 
 def _method(report) -> str:
     methods = {tl.get("method") for tl in (report.timeline or {}).get("programs", [])}
+    if (report.timeline or {}).get("measured"):
+        methods.add("measured")
     return ", ".join(sorted(m for m in methods if m)) or "no programs"
 
 

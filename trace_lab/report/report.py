@@ -80,12 +80,13 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     created: str = ""
     torch_version: str = ""
+    comm: dict | None = None  # multi-process runs: measured wait stalls (trace_lab.distributed.comm_measure)
     jfn: object = field(default=None, repr=False, compare=False)
 
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_run(cls, jfn, *, name, device, first_run_seconds, steady_seconds, run_seconds, comparison,
-                 measurements, warnings) -> "Report":
+                 measurements, warnings, comm=None) -> "Report":
         programs = []
         passes = executor_s = 0.0
         mat = {}
@@ -121,7 +122,7 @@ class Report:
             first_run_seconds=first_run_seconds, steady_seconds=steady_seconds, run_seconds=list(run_seconds),
             comparison=comparison.to_dict() if comparison is not None else None, memory=memory,
             warnings=list(dict.fromkeys(warnings)), created=datetime.datetime.now().isoformat(timespec="seconds"),
-            torch_version=torch.__version__, jfn=jfn,
+            torch_version=torch.__version__, comm=comm, jfn=jfn,
         )
 
     @classmethod

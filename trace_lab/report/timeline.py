@@ -15,8 +15,13 @@ simple cost model (:class:`CostModel`, every constant stated there):
   compute stream's earlier work);
 * ``wait_tensor`` stalls the compute lane until its collective ends.
 
-Measured (CUDA): :func:`lanes_from_profiler` takes GPU kernel intervals from a
+Profiler lanes (CUDA): :func:`lanes_from_profiler` takes GPU kernel intervals from a
 ``torch.profiler`` trace (NCCL kernels form the comm lane, all others compute).
+A secondary view only: an NCCL kernel launched before its peer's spins until the
+peer arrives, so kernel durations count waiting as communication and understate
+the overlap. The measured figures the targets use are the stalls at each wait
+against calibrated collective times (:mod:`trace_lab.distributed.comm_measure`),
+attached by :func:`report_timeline` when the Report carries them.
 
 From the two lanes: *exposed communication* is the time the comm lane is busy
 while the compute lane is not; the *overlap fraction* is hidden / total
@@ -34,7 +39,7 @@ import torch.fx as fx
 from ..trace import is_getitem, tensor_values
 
 __all__ = ["CostModel", "CPU_MODEL", "GPU_MODEL", "estimate_timeline", "overlap_stats", "report_timeline",
-           "format_timeline", "timeline_svg", "lanes_from_profiler"]
+           "format_timeline", "timeline_svg", "lanes_from_profiler", "MEASURED_HEADING"]
 
 
 @dataclass(frozen=True)
@@ -206,7 +211,12 @@ def estimate_timeline(trace, model: CostModel | None = None, materialized_region
 
 
 def report_timeline(report, model: CostModel | None = None) -> dict:
-    """Estimated timeline of every program part of a Report (final stage of each)."""
+    """Estimated timeline of every program part of a Report (final stage of each).
+
+    When the Report carries a measurement of its communication (``report.comm``, made by
+    ``inspect`` in multi-process runs: :mod:`trace_lab.distributed.comm_measure`), it comes
+    along as ``"measured"`` and the table shows it under the estimate: the measured rows are
+    the ones to trust; the estimated lanes stay for the picture."""
     out = []
     jfn = report.jfn
     for p in (jfn.programs if jfn is not None else []):
@@ -217,7 +227,18 @@ def report_timeline(report, model: CostModel | None = None) -> dict:
             tl = estimate_timeline(part.traces[-1], model, bool(getattr(ex, "materializes_regions", False)))
             tl["program"] = p.index
             out.append(tl)
-    return {"programs": out, "table": format_timeline(out)}
+    result = {"programs": out, "table": format_timeline(out)}
+    comm = getattr(report, "comm", None)
+    if comm:
+        from ..distributed.comm_measure import format_comm
+
+        result["measured"] = comm
+        result["table"] = (f"estimated (cost model):\n{result['table']}\n{MEASURED_HEADING}\n{format_comm(comm)}")
+    return result
+
+
+MEASURED_HEADING = ("measured (stall of the compute stream at each wait vs each collective replayed alone; "
+                    "hidden = 1 - stall / intrinsic):")
 
 
 def _ms(x) -> str:
