@@ -38,7 +38,8 @@ def strategies() -> tuple[str, ...]:
     from trace_lab.passes import PASSES, _load_passes
 
     _load_passes()
-    return ALL_STRATEGIES if "fusion" in PASSES else ("whole",)
+    # "none" leaves no region for nvFuser (the program runs op by op through torch: eager's row)
+    return tuple(x for x in ALL_STRATEGIES if x != "none") if "fusion" in PASSES else ("whole",)
 DATE = "2026-11-22"  # the date of the issue's anchor measurements; results are filed under it
 
 
@@ -97,8 +98,20 @@ def _compile(system: str, fn, strategy=None, cache=True, extra=None):
     raise ValueError(system)
 
 
+def _check(res: dict, got, eager) -> None:
+    """Record whether the first step matched eager PyTorch (outputs, gradients, updated values)."""
+    from trace_lab import compare
+
+    cmp = compare.compare_runs(got, eager)
+    res["matches_eager"] = cmp.ok
+    if not cmp.ok:
+        res["mismatch"] = cmp.problems[:3]
+
+
 def run_one(cfg: dict) -> dict:
     import torch
+
+    from trace_lab import compare
 
     os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
     sys.path.insert(0, str(ROOT))
@@ -110,16 +123,23 @@ def run_one(cfg: dict) -> dict:
         model, (x,) = workloads.make_llama(cfg["layers"])(dev, "full")
         compiled, stats = _compile(cfg["system"], model, cfg.get("strategy"), cfg.get("cache", True), cfg.get("extra"))
 
-        def step():
+        def step(keep=False):
             out = compiled(x)
             out.float().sum().backward()
+            snap = compare.snapshot(out, model, (x,)) if keep else None
             model.zero_grad(set_to_none=True)
+            return snap
 
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        step()
+        got = step(keep=True)
         torch.cuda.synchronize()
         res["first_iter_s"] = time.perf_counter() - t0
+        ref, (xr,) = workloads.make_llama(cfg["layers"])(dev, "full")  # same seed: eager's step
+        out = ref(xr)
+        out.float().sum().backward()
+        _check(res, got, compare.snapshot(out, ref, (xr,)))
+        del ref, out
         for _ in range(2):
             step()
         times = _cuda_time(step, cfg["iters"])
@@ -130,13 +150,17 @@ def run_one(cfg: dict) -> dict:
         torch.cuda.synchronize()
         res["peak_mib"] = (torch.cuda.max_memory_allocated() - before) / 2 ** 20
     elif cfg["bench"] == "adam":
-        fn, _ = workloads.make_adam_step(dev, "full")
+        fn, args = workloads.make_adam_step(dev, "full")
         compiled, stats = _compile(cfg["system"], fn, cfg.get("strategy"), cfg.get("cache", True), cfg.get("extra"))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        compiled()
+        compiled(*args)
         torch.cuda.synchronize()
         res["first_iter_s"] = time.perf_counter() - t0
+        ref_fn, ref_args = workloads.make_adam_step(dev, "full")
+        ref_fn(*ref_args)
+        _check(res, compare.snapshot(None, fn, args), compare.snapshot(None, ref_fn, ref_args))
+        compiled = (lambda c, a: (lambda: c(*a)))(compiled, args)
         compiled()
         times = _cuda_time(compiled, cfg["iters"])
         res["peak_mib"] = None
@@ -145,9 +169,11 @@ def run_one(cfg: dict) -> dict:
         compiled, stats = _compile(cfg["system"], fn, cfg.get("strategy"), cfg.get("cache", True), cfg.get("extra"))
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        compiled(t0s, a)
+        got = compiled(t0s, a)
         torch.cuda.synchronize()
         res["first_iter_s"] = time.perf_counter() - t0
+        _check(res, compare.snapshot(got, fn, (t0s, a)), compare.snapshot(fn(t0s, a), fn, (t0s, a)))
+        del got
         times = _cuda_time(lambda: compiled(t0s, a), cfg["iters"])
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
@@ -170,24 +196,33 @@ def run_one(cfg: dict) -> dict:
 # ------------------------------------------------------------------------------------------
 # the driver (parent process)
 # ------------------------------------------------------------------------------------------
-def configs(bench: str, quick: bool, layers: list[int], skip=()) -> list[dict]:
+# Adam's horizontal region is capped: uncapped, the 200 parameters' 7,000 ops form one region
+# whose nvFuser compile ran past 70 s; 350 ops = 10 parameters per region, one signature.
+ADAM_HORIZONTAL = {"max_region_ops": 350}
+
+
+def configs(bench: str, quick: bool, layers: list[int], skip=(), strats=None, cache_off=None) -> list[dict]:
     iters = 10 if quick else 30
     systems = [{"system": s} for s in ("eager", "torch.compile", "thunder") if s not in skip]
     tl = []
-    strats = strategies()
+    strats = tuple(strats or strategies())
+    cache_off = strats if cache_off is None else tuple(cache_off)
     for s in strats:
-        tl.append({"system": "trace_lab", "strategy": s, "cache": True})
-        if not quick or s in ("dataflow", "whole"):
-            tl.append({"system": "trace_lab", "strategy": s, "cache": False})
+        c = {"system": "trace_lab", "strategy": s, "cache": True}
+        if bench == "adam" and s == "horizontal":
+            c["extra"] = dict(ADAM_HORIZONTAL)
+        tl.append(c)
+        if s in cache_off and bench != "memory":
+            tl.append({**c, "cache": False})
     out = []
     if bench == "llama":
         for n in layers:
             for c in systems + tl:
-                if quick and c.get("cache") is False and n == layers[0] and len(layers) > 1:
-                    continue  # quick: the cache-off run only where it matters (most layers)
+                if c.get("cache") is False and n != layers[-1]:
+                    continue  # the cache-off run where it matters: most layers
                 out.append({"bench": "llama", "layers": n, "iters": iters, **c})
     elif bench == "adam":
-        out = [{"bench": "adam", "iters": iters * 2, **c} for c in systems + tl]
+        out = [{"bench": "adam", "iters": iters * 2, **c} for c in systems + tl if c.get("cache", True)]
     elif bench == "memory":
         out = [{"bench": "memory", "iters": iters, **c} for c in systems + tl if c.get("cache", True)]
     return out
@@ -200,12 +235,13 @@ def label(r: dict) -> str:
     return f"trace_lab nvfuser {r['strategy']}{extra} cache={'on' if r.get('cache', True) else 'off'}"
 
 
-def run_all(bench: str, quick: bool, layers: list[int], timeout: float, out_dir: Path, skip=()) -> dict:
+def run_all(bench: str, quick: bool, layers: list[int], timeout: float, out_dir: Path, skip=(), strats=None,
+            cache_off=None) -> dict:
     import torch
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no-gpu"
     rows = []
-    for cfg in configs(bench, quick, layers, skip):
+    for cfg in configs(bench, quick, layers, skip, strats, cache_off):
         started = time.perf_counter()
         env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", PYTHONUNBUFFERED="1")
         try:
@@ -335,6 +371,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per configuration")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--skip", nargs="*", default=[], help="systems to leave out (e.g. thunder)")
+    ap.add_argument("--strategies", nargs="*", default=None, help="trace_lab fusion strategies (default: all that fuse)")
+    ap.add_argument("--cache-off", nargs="*", default=None,
+                    help="strategies also run with the fusion cache off (default: all; llama: at the most layers)")
     args = ap.parse_args(argv)
     if args.bench == "_one":
         r = run_one(json.loads(args.rest[0]))
@@ -346,7 +385,7 @@ def main(argv=None) -> int:
             print()
         return 0
     for b in (["memory", "adam", "llama"] if args.bench == "all" else [args.bench]):
-        run_all(b, args.quick, args.layers, args.timeout, args.out, args.skip)
+        run_all(b, args.quick, args.layers, args.timeout, args.out, args.skip, args.strategies, args.cache_off)
     return 0
 
 

@@ -123,21 +123,21 @@ def _causal_scores(s, pos):
     return torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
 
 
-def test_causal_mask_outer_product_reads_two_tensors():
+def test_index_math_stays_in_torch_and_the_rest_fuses():
+    """The executor's default (index_math=False): the mask's integer/bool ops run in torch."""
+    from trace_lab.executors.nvfuser_ops import fusible_reason
+
     s, pos = torch.randn(2, 6, 6), torch.arange(6)
     gm = _graph(_causal_scores, [s, pos])
-    steps, notes = split_region(gm)
-    unsqueezes = [x for k, x in steps if k == "torch" and x.target is torch.ops.aten.unsqueeze.default]
-    assert len(unsqueezes) == 2, steps  # both views of `pos` stay in torch ...
-    assert any("outer product" in n for n in notes)
+    steps, notes = split_region(gm, lambda n: fusible_reason(n, index_math=False))
+    in_torch = [x for k, x in steps if k == "torch"]
     fused = [x for k, x in steps if k == "fuse"]
-    assert fused and all(pos_node not in seg.inputs for seg in fused
-                         for pos_node in [n for n in gm.graph.nodes if n.op == "placeholder"][1:])
-    # ... and the segment reading them computes eager's masked softmax
-    runners = {}
-    for k, seg in steps:
-        if k == "fuse":
-            fd = build_definition(seg, nvfuser_mock)
-            runners[id(seg)] = lambda ins, fd=fd: fd.execute(ins)
-    got = RegionProgram(gm, steps, runners, multi=False)(s, pos)
+    assert all(not x.meta["val"].is_floating_point() for x in in_torch), [x.target for x in in_torch]
+    assert {torch.ops.aten.sub.Tensor, torch.ops.aten.le.Scalar} <= {x.target for x in in_torch}
+    assert len(fused) == 1 and torch.ops.aten.where.self in {n.target for n in fused[0].ops}
+    assert all(n.meta["val"].is_floating_point() for n in fused[0].ops if n.op == "call_function"
+               and not isinstance(n.meta["val"], (list, tuple)))
+    assert any("index math" in n for n in notes)
+    fd = build_definition(fused[0], nvfuser_mock)
+    got = RegionProgram(gm, steps, {id(fused[0]): fd.execute}, multi=False)(s, pos)
     torch.testing.assert_close(got, _causal_scores(s, pos))

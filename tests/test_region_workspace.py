@@ -11,7 +11,8 @@ import torch
 
 from fusion_support import SCALAR_SLACK, StubExecutor, fuse, hand_trace
 from trace_lab.analysis.liveness import compute_liveness
-from trace_lab.executors.inductor import InductorExecutor, fresh_output_bytes, workspace_bytes
+from trace_lab.executors.inductor import InductorExecutor
+from trace_lab.executors.workspace import fresh_output_bytes, workspace_bytes
 from trace_lab.measure import measure_peak
 from trace_lab.passes.fusion import plan_units
 from trace_lab.passes.partition import OpGraph

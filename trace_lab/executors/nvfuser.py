@@ -25,7 +25,9 @@ import torch.fx as fx
 from ..errors import MissingDependencyError
 from ..trace import Trace
 from .base import CompiledProgram, Executor, register
+from ..analysis.liveness import CUDA_ROUNDING
 from .eager import interpret
+from .workspace import measure_workspace
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import RegionProgram, Segment, build_definition, segment_signature, split_region
@@ -124,10 +126,12 @@ class NvFuserExecutor(Executor):
     materializes_regions = False
 
     def __init__(self, fusion_cache: bool = True, keep_definitions: bool = False, verify: bool = False,
-                 contiguous_inputs: bool = False, index_math: bool = True, **_options):
+                 contiguous_inputs: bool = False, index_math: bool = False, **_options):
         self.nvf = require_nvfuser()
-        # contiguous_inputs: segments read contiguous copies of strided inputs (definitions see
-        # only dense layouts); index_math=False: integer/bool ops (masks) stay in torch
+        # index_math=False (default): ops with integer/bool results (the causal mask built from
+        # arange) run in torch. Fused, nvFuser 0.2.36 got llama's programs wrong on the H200 (they
+        # match eager without; benchmarks/BENCHMARKS.md). contiguous_inputs: segments read dense
+        # copies of strided inputs (a diagnostic switch for layout bugs).
         self.contiguous_inputs = contiguous_inputs
         self.index_math = index_math
         self.verify = verify  # debug: also run every segment through torch and record disagreements
@@ -140,6 +144,7 @@ class NvFuserExecutor(Executor):
             self._lru = self.nvf.LruFusionCache(max_fusions=16384)(build_definition)
         self.hits = 0
         self.misses = 0
+        self._workspace: dict = {}  # region structure -> (workspace bytes, fresh output bytes)
 
     def fusible_reason(self, node: fx.Node) -> str | None:
         return fusible_reason(node, index_math=self.index_math)
@@ -249,6 +254,14 @@ class NvFuserExecutor(Executor):
             fds.append(d.fd)
         multi = isinstance(node.meta.get("val"), (list, tuple))
         program = RegionProgram(gm, steps, runners, multi)
+        # What the region allocates inside its call beyond its outputs (segment boundaries, nvFuser's
+        # own intermediates): measured once per structure, counted on the region's line by liveness.
+        key = meta.get("signature") or tuple(e.get("signature") for e in seg_entries)
+        if key not in self._workspace:
+            input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
+            self._workspace[key] = measure_workspace(program, input_vals, CUDA_ROUNDING)
+        workspace, out_bytes = self._workspace[key]
+        node.meta["region"] = {**meta, "workspace_bytes": workspace or 0}
         fused = [e for e in seg_entries if "fallback" not in e]
         region_entry = {
             "name": name,
@@ -259,6 +272,8 @@ class NvFuserExecutor(Executor):
             "segments": seg_entries,
             "torch_ops": [str(item.target) for kind, item in steps if kind == "torch"],
             "split": split_notes,
+            "workspace_bytes": workspace,
+            "output_bytes": out_bytes,
         }
         return program, region_entry, fds
 

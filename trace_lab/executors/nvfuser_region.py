@@ -7,17 +7,6 @@ read it (legal: it comes later in the order and the segment's ops cannot read
 it), so that the region splits only where data really flows through a torch op.
 A segment of metadata ops alone (views, permutes) stays in torch, where views
 cost nothing. Each remaining segment becomes one FusionDefinition.
-
-One pattern is kept out of nvFuser on purpose: a tensor unsqueezed along two
-different axes and combined with itself (the causal mask's
-``arange[None, :] - arange[:, None]``). In one definition both broadcasts
-derive from the same iteration domain, and nvFuser 0.2.36 computed that mask
-wrongly on the H200 (benchmarks/BENCHMARKS.md). Such unsqueezes run in torch as
-views, so the segment reads two separate tensors.
-
-:func:`segment_signature` is the segment's structural key (ops, argument
-wiring, constants, input shapes/strides/dtypes/devices - no names), so the same
-computation in every layer maps to one definition.
 """
 from __future__ import annotations
 
@@ -69,13 +58,10 @@ def split_region(gm: fx.GraphModule, reason=fusible_reason):
                 steps.append(("fuse", Segment(list(seg))))
         seg, seg_values = [], set()
 
-    outer = _self_outer_unsqueezes(gm)
     for n in gm.graph.nodes:
         if n.op != "call_function" or _is_getitem(n):
             continue
         why = reason(n)
-        if why is None and n in outer:
-            why = "unsqueeze of a tensor also unsqueezed along another axis (outer product with itself)"
         if why is None:
             seg.append(n)
             seg_values.add(n)
@@ -88,21 +74,6 @@ def split_region(gm: fx.GraphModule, reason=fusible_reason):
     close()
     _wire(gm, steps)
     return steps, notes
-
-
-def _self_outer_unsqueezes(gm: fx.GraphModule) -> set[fx.Node]:
-    """Unsqueezes of a value that is also unsqueezed at another position (see module docstring)."""
-    found: set[fx.Node] = set()
-    for v in gm.graph.nodes:
-        ups = [u for u in v.users if u.op == "call_function" and u.target is torch.ops.aten.unsqueeze.default]
-        dims = set()
-        for u in ups:
-            rank = len(u.meta["val"].shape) if "val" in u.meta else None
-            d = u.args[1] if len(u.args) > 1 else u.kwargs.get("dim")
-            dims.add(d % rank if rank and isinstance(d, int) else d)
-        if len(dims) > 1:
-            found.update(ups)
-    return found
 
 
 def _wire(gm: fx.GraphModule, steps) -> None:
