@@ -100,28 +100,3 @@ def test_inductor_region_workspace_is_measured_and_predicted():
     torch.testing.assert_close(outs[0], torch.softmax(x, dim=-1))
     assert 0 <= measured - predicted <= SCALAR_SLACK, (predicted, measured, method)
     assert any("allocate workspace" in n for n in program.notes), program.notes
-
-
-def two_views(x):
-    y = torch.relu(x)
-    return y.t(), y.view(64)  # both views of the region's one buffer
-
-
-def test_measured_output_aliases_replace_the_graphs_and_change_the_count():
-    from trace_lab.executors.workspace import output_aliases, record_measurement
-
-    x = torch.randn(8, 8)
-    y = x.relu()
-    # by hand: a view of the input, a fresh buffer, a view of that buffer, a second fresh one
-    assert output_aliases([x.t(), y, y.view(64), y.clone()], [x]) == [("input", 0), None, ("output", 1), None]
-
-    trace = hand_trace(two_views, x)
-    fused = fuse(trace, "dataflow", StubExecutor())
-    (region,) = [n for n in fused.ops if n.op == "call_module"]
-    # the graph says: output 1 shares output 0's buffer -> one buffer of B bytes
-    assert region.meta["region"]["aliases"] == [None, ("output", 0)]
-    assert fused.liveness(False).peak_above_inputs_bytes == B
-    # a compiler that returned the second view as its own copy: measured aliases say two buffers
-    record_measurement(region, (0, 2 * B, [None, None]))
-    assert region.meta["region"]["model_aliases"] == [None, ("output", 0)]
-    assert fused.liveness(False).peak_above_inputs_bytes == 2 * B

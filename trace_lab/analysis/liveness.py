@@ -185,14 +185,8 @@ def region_workspace(node: fx.Node, rounding: int = 1) -> int:
 
 
 def workspace_key(trace) -> tuple:
-    """The regions' recorded workspaces and output aliases: change when an executor records
-    what it measured (part of the liveness cache key)."""
-    key = []
-    for n in trace.graph.nodes:
-        if n.op == "call_module":
-            region = n.meta.get("region") or {}
-            key.append((n.target, region_workspace(n), repr(region.get("aliases"))))
-    return tuple(key)
+    """The regions' recorded workspaces: changes when an executor records them (cache key)."""
+    return tuple((n.target, region_workspace(n)) for n in trace.graph.nodes if region_workspace(n))
 
 
 def _region_inner_peak(node: fx.Node, rounding: int, allocated: int) -> int:

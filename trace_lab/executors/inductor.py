@@ -44,7 +44,7 @@ from .base import CompiledProgram, Executor, register
 from .eager import interpret
 from .fusion_cache import FusionCache, region_signature, signature_hash
 from .workspace import example_tensor as _example
-from .workspace import measure_workspace, record_measurement
+from .workspace import measure_workspace
 
 __all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region"]
 
@@ -164,13 +164,13 @@ class InductorExecutor(Executor):
             compiled[node] = fn
             if fn not in self._measured:  # once per compiled region (a cache hit reuses the figure)
                 self._measured[fn] = measure_workspace(fn, input_vals, rounding)
-            workspace, out_bytes, _aliases = self._measured[fn]
-            model_bytes = _model_output_bytes(node, rounding)  # from the graph's aliases, before measuring
-            record_measurement(node, self._measured[fn])
+            workspace, out_bytes = self._measured[fn]
+            # a new dict: the region record may be shared with an earlier stage's node
+            node.meta["region"] = {**region, "workspace_bytes": workspace or 0}
             records.append({"name": node.target, "signature": signature_hash(signature),
                             "ops": list(region.get("ops", [])), "cache_hit": hit, "compile_seconds": seconds,
                             "workspace_bytes": workspace, "output_bytes": out_bytes,
-                            "model_output_bytes": model_bytes})
+                            "model_output_bytes": _model_output_bytes(node, rounding)})
         run = interpret(trace, materialized_regions=False, region_runner=compiled.__getitem__)
         notes = []
         if records:

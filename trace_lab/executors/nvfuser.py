@@ -27,7 +27,7 @@ from ..trace import Trace
 from .base import CompiledProgram, Executor, register
 from ..analysis.liveness import CUDA_ROUNDING
 from .eager import interpret
-from .workspace import measure_workspace, record_measurement
+from .workspace import measure_workspace
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import RegionProgram, Segment, build_definition, segment_signature, split_region
@@ -260,8 +260,8 @@ class NvFuserExecutor(Executor):
         if key not in self._workspace:
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             self._workspace[key] = measure_workspace(program, input_vals, CUDA_ROUNDING)
-        workspace, out_bytes, _aliases = self._workspace[key]
-        record_measurement(node, self._workspace[key])
+        workspace, out_bytes = self._workspace[key]
+        node.meta["region"] = {**meta, "workspace_bytes": workspace or 0}
         fused = [e for e in seg_entries if "fallback" not in e]
         region_entry = {
             "name": name,

@@ -15,8 +15,7 @@ import torch
 
 from ..analysis.liveness import tensor_bytes
 
-__all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "output_aliases", "measure_workspace",
-           "record_measurement"]
+__all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "measure_workspace"]
 
 
 def example_tensor(val, zeros: bool = True):
@@ -56,32 +55,9 @@ def fresh_output_bytes(outputs, inputs, rounding: int = 1) -> int:
     return total
 
 
-def output_aliases(outputs, inputs) -> list:
-    """Per output, which buffer the call really returned it in: None (fresh), ("input", i)
-    or ("output", k) for an earlier output - the form ``node.meta['region']['aliases']`` uses."""
-    def key(t):
-        return t.untyped_storage().data_ptr() if isinstance(t, torch.Tensor) else None
-
-    ins = {key(t): ("input", i) for i, t in enumerate(inputs) if isinstance(t, torch.Tensor)}
-    seen: dict = {}
-    out = []
-    for k, t in enumerate(outputs):
-        p = key(t)
-        src = ins.get(p) or seen.get(p)
-        out.append(src)
-        if p is not None and src is None:
-            seen[p] = ("output", k)
-    return out
-
-
-def measure_workspace(fn, input_vals, rounding: int) -> tuple[int | None, int | None, list | None]:
-    """(workspace bytes, bytes of fresh outputs, output aliases) of calling a compiled region on
-    placeholder inputs of the recorded layouts; Nones when the call cannot be measured here.
-
-    The aliases say which outputs the compiled code returned in an input's or an earlier
-    output's buffer. The model derives them from the region's graph; a compiler may decide
-    otherwise (Inductor on CUDA returned a fresh buffer for a view of another output), and
-    the executor records what it measured, so the liveness model counts what is allocated."""
+def measure_workspace(fn, input_vals, rounding: int) -> tuple[int | None, int | None]:
+    """(workspace bytes, bytes of fresh outputs) of calling a compiled region on placeholder
+    inputs of the recorded layouts; (None, None) when the call cannot be measured here."""
     from torch._guards import tracing
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -93,24 +69,7 @@ def measure_workspace(fn, input_vals, rounding: int) -> tuple[int | None, int | 
         warm = fn(*args)  # warm-up: lazy initialisation, autotuning, first-call allocations
         del warm
         outs, peak, _method = measure_peak(lambda boxed: fn(*boxed), args, device)
-        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         if peak is None:
-            return None, None, output_aliases(outs, args)
-        out_bytes = fresh_output_bytes(outs, args, rounding)
-        return workspace_bytes(peak, out_bytes, rounding), out_bytes, output_aliases(outs, args)
-
-
-def record_measurement(node, measured) -> dict:
-    """Store a region's measured workspace (and aliases, where measured) in its node's meta.
-
-    Returns the new region record; a new dict, since the old one may be shared with an
-    earlier stage's node."""
-    workspace, _out_bytes, aliases = measured
-    region = dict(node.meta.get("region") or {})
-    region["workspace_bytes"] = workspace or 0
-    if aliases is not None and len(aliases) == len(region.get("aliases") or aliases):
-        if aliases != list(region.get("aliases") or [None] * len(aliases)):
-            region["model_aliases"] = region.get("aliases")
-        region["aliases"] = aliases
-    node.meta["region"] = region
-    return region
+            return None, None
+        out_bytes = fresh_output_bytes(outs if isinstance(outs, (list, tuple)) else [outs], args, rounding)
+        return workspace_bytes(peak, out_bytes, rounding), out_bytes
