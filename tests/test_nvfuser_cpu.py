@@ -114,3 +114,20 @@ def test_wheel_for_another_torch_is_explained():
     e = ImportError("/x/_C_DIRECT.so: undefined symbol: _ZN3c1013MessageLoggerC1EPKciib")
     why = nvfuser_import._explain(e)
     assert "built for torch" in why and "this is torch" in why and "undefined symbol" in why
+
+
+def test_views_run_as_reshapes_where_an_executor_may_change_layouts():
+    """nvFuser may return a region's value in another layout than eager's: the nvFuser
+    executor's program runs ``view`` as ``reshape`` (same values, a copy where needed)."""
+    from fusion_support import hand_trace
+    from trace_lab.executors.eager import interpret
+
+    def flat(x):
+        return x.view(-1) * 2
+
+    trace = hand_trace(flat, torch.randn(4, 6))
+    strided = torch.randn(6, 4).t()  # same shape, a layout view() refuses
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        interpret(trace)([strided])
+    (got,) = interpret(trace, views_as_reshape=True)([strided])
+    torch.testing.assert_close(got, strided.reshape(-1) * 2)

@@ -24,6 +24,7 @@ from .base import CompiledProgram, Executor, register
 __all__ = ["EagerExecutor", "interpret", "set_wait_hook"]
 
 _WAIT = torch.ops._c10d_functional.wait_tensor.default
+_VIEW = torch.ops.aten.view.default
 _WAIT_HOOK = None
 
 
@@ -47,12 +48,16 @@ def _hooked_wait(trace, node, fn):
     return call
 
 
-def interpret(trace: Trace, materialized_regions: bool = True, region_runner=None, probe=None):
+def interpret(trace: Trace, materialized_regions: bool = True, region_runner=None, probe=None,
+              views_as_reshape: bool = False):
     """Build ``run(args) -> tuple`` that executes ``trace`` in order with exact frees.
 
     ``region_runner(node) -> callable(*args)`` supplies the callable for a fused
     region (``call_module`` node); by default regions are interpreted recursively.
     ``probe(node)``, if given, is called after each line's frees (per-line measurement).
+    ``views_as_reshape``: ``aten.view`` runs as ``aten.reshape`` - for executors whose
+    regions may return a value in another layout than eager's (same values), where a
+    view would be refused and reshape copies.
     """
     live = trace.liveness(materialized_regions=materialized_regions)
     dead = {ln.node: ln.dead_nodes for ln in live.lines}
@@ -62,7 +67,7 @@ def interpret(trace: Trace, materialized_regions: bool = True, region_runner=Non
         if n.op == "call_module":
             fn = region_runner(n) if region_runner else _region_callable(trace, n)
         elif n.op == "call_function":
-            fn = n.target
+            fn = torch.ops.aten.reshape.default if views_as_reshape and n.target is _VIEW else n.target
         else:  # call_method
             name = n.target
             fn = lambda self_, *a, _m=name, **k: getattr(self_, _m)(*a, **k)  # noqa: E731

@@ -19,7 +19,13 @@ import torch.fx as fx
 
 from .nvfuser_ops import METADATA_OPS, Builder, fusible_reason, table_entry
 
-__all__ = ["Segment", "split_region", "segment_signature", "build_definition", "RegionProgram"]
+__all__ = ["Segment", "split_region", "segment_signature", "build_definition", "RegionProgram", "torch_target"]
+
+
+def torch_target(n: fx.Node):
+    """The callable a torch step runs: ``view`` as ``reshape``, since a value an nvFuser
+    segment produced may be laid out differently from eager's (same values)."""
+    return torch.ops.aten.reshape.default if n.target is torch.ops.aten.view.default else n.target
 
 
 def _is_getitem(n: fx.Node) -> bool:
@@ -190,7 +196,7 @@ class RegionProgram:
         for kind, item, dead in self.plan:
             if kind == "torch":
                 node = item
-                result = node.target(*fx.node.map_arg(node.args, lookup), **fx.node.map_arg(node.kwargs, lookup))
+                result = torch_target(node)(*fx.node.map_arg(node.args, lookup), **fx.node.map_arg(node.kwargs, lookup))
                 if isinstance(node.meta.get("val"), (list, tuple)):
                     for u in node.users:
                         if _is_getitem(u):
