@@ -340,19 +340,21 @@ def format_table(result: dict) -> str:
     for r in rows:
         if r.get("ok") and r["system"] == "eager":
             ref[r.get("layers")] = r
-    lines.append("| config | layers | first iter (s) | steady (ms) | vs eager | peak (MiB) | definitions built/reused |")
-    lines.append("|---|---|---|---|---|---|---|")
+    lines.append("| config | layers | first iter (s) | steady (ms) | vs eager | peak (MiB) | definitions built/reused "
+                 "| matches eager |")
+    lines.append("|---|---|---|---|---|---|---|---|")
     for r in rows:
         st = r.get("stats") or {}
         defs = f"{st.get('definitions_built')}/{st.get('definitions_reused')}" if st.get("definitions_built") is not None else ""
         if not r.get("ok"):
-            lines.append(f"| {label(r)} | {r.get('layers', '')} | failed: {r.get('error', '')[:90]} | | | | |")
+            lines.append(f"| {label(r)} | {r.get('layers', '')} | failed: {r.get('error', '')[:90]} | | | | | |")
             continue
         e = ref.get(r.get("layers"))
         ratio = f"{r['steady_ms'] / e['steady_ms']:.2f}x" if e else ""
         peak = f"{r['peak_mib']:.2f}" if r.get("peak_mib") is not None else ""
+        match = {True: "yes", False: "**NO**", None: "not checked"}[r.get("matches_eager")]
         lines.append(f"| {label(r)} | {r.get('layers', '')} | {r['first_iter_s']:.2f} | {r['steady_ms']:.3f} | {ratio} "
-                     f"| {peak} | {defs} |")
+                     f"| {peak} | {defs} | {match} |")
     lines.append("")
     lines.append("| target | met | detail |")
     lines.append("|---|---|---|")
