@@ -30,6 +30,8 @@ is below its peak, which is how horizontal fusion stretches lifetimes.
 """
 from __future__ import annotations
 
+import heapq
+
 from collections import Counter
 from dataclasses import dataclass
 
@@ -209,15 +211,21 @@ class _State:
         self.indeg = [len(p) for p in preds]
         self.ready = {i for i, d in enumerate(self.indeg) if d == 0}
         self.live = self.peak = 0
+        # per unit: (buffer, bytes) it touches that can be freed (not pinned), and alloc + extra
+        self.freeable = [[(b, self.nbytes[b]) for b in c.touched if b not in self.pinned] for c in self.costs]
+        self.high = [c.alloc + c.extra for c in self.costs]
 
     def key(self, i: int):
-        c = self.costs[i]
-        freed = sum(self.nbytes[b] for b in c.touched if self.remaining[b] == 1 and b not in self.pinned)
-        return (max(self.peak, self.live + c.alloc + c.extra), c.alloc - freed, self.first[i])
+        remaining = self.remaining
+        freed = sum(nb for b, nb in self.freeable[i] if remaining[b] == 1)
+        return (max(self.peak, self.live + self.high[i]), self.costs[i].alloc - freed, self.first[i])
 
     def choices(self, limit: int | None = None) -> list[int]:
-        ranked = sorted(self.ready, key=self.key)
-        return ranked if limit is None else ranked[:limit]
+        if limit is None:
+            return sorted(self.ready, key=self.key)
+        if limit == 1:  # same element as sorted(...)[0]: min keeps the first of equal keys
+            return [min(self.ready, key=self.key)] if self.ready else []
+        return heapq.nsmallest(limit, self.ready, key=self.key)  # == sorted(...)[:limit]
 
     def apply(self, i: int):
         c = self.costs[i]
