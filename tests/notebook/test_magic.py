@@ -18,7 +18,7 @@ from trace_lab.notebook import kernel_session
 from trace_lab.notebook.magics import ThunderTraceMagics, split_line
 
 OPTION_NAMES = ["--fusion", "--executor", "--no-fusion-cache", "--no-sort-waits", "--runs", "--compare", "--name",
-                "-o", "--nproc", "--fsdp", "--max-inflight"]
+                "-o", "--nproc", "--fsdp", "--max-inflight", "--max-region-ops"]
 
 
 @pytest.fixture(scope="module")
@@ -116,6 +116,20 @@ def test_namespace_write_back_matches_a_normal_run(ip):
     assert rep.ok
 
 
+def test_max_region_ops_caps_horizontal_regions(ip):
+    ip.user_ns.update(x0=torch.randn(4, 4), x1=torch.randn(4, 4))
+    cell = "out = torch.relu(x0) @ torch.relu(x1)\n"
+    regions = {}
+    for cap in ("", "--max-region-ops 1"):
+        result = run(ip, f"%%thunder_trace --fusion horizontal --executor eager --runs 0 {cap} -o rep_cap\n" + cell)
+        assert result.success, result.error_in_exec
+        final = ip.user_ns["rep_cap"].traces("forward")[-1]
+        regions[cap] = [n for n in final.ops if n.op == "call_module"]
+        torch.testing.assert_close(ip.user_ns["out"], torch.relu(ip.user_ns["x0"]) @ torch.relu(ip.user_ns["x1"]))
+    # the two independent relus: one region unbounded (Thunder), one region each when capped at 1 op
+    assert len(regions[""]) == 1 and len(regions["--max-region-ops 1"]) == 2
+
+
 def test_line_form_returns_the_value(ip):
     ip.user_ns["a"] = torch.arange(6.0)
     result = run(ip, "v = %thunder_trace --executor eager --runs 0 torch.relu(a - 2).sum()")
@@ -162,6 +176,7 @@ def test_compiler_failure_is_one_clear_line_and_keeps_state(ip, monkeypatch):
     ("--runs -1", "negative"),
     ("--nproc 0", "at least one process"),
     ("--max-inflight 2", "needs --fsdp"),
+    ("--max-region-ops 0", "ops >= 1"),
     ("-o 'not a name'", "variable name"),
 ])
 def test_bad_options_are_usage_errors(ip, line, message):

@@ -29,7 +29,8 @@ from .session import Session, kernel_session
 __all__ = ["ThunderTraceMagics", "load_ipython_extension"]
 
 # options that take a value (for splitting the line form into options and expression)
-_VALUED = {"--fusion", "--executor", "--runs", "--name", "-o", "--output", "--nproc", "--fsdp", "--max-inflight"}
+_VALUED = {"--fusion", "--executor", "--runs", "--name", "-o", "--output", "--nproc", "--fsdp", "--max-inflight",
+           "--max-region-ops"}
 _FLAGS = {"--no-fusion-cache", "--no-sort-waits", "--compare"}
 _TOKEN = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\S+)""")
 
@@ -121,6 +122,9 @@ class ThunderTraceMagics(Magics):
     @argument("--max-inflight", type=int, default=None, metavar="K", dest="max_inflight",
               help="with --fsdp and wait sorting: at most K all-gathers issued and not yet waited for (default 2 "
                    "for zero3, unlimited for zero2; 0 = unlimited). Bounds the memory held by prefetched parameters.")
+    @argument("--max-region-ops", type=int, default=None, metavar="N", dest="max_region_ops",
+              help="with --fusion horizontal: at most N ops per fused region (a ready group that would exceed it "
+                   "starts the next region). Default: unbounded, as Thunder.")
     @argument("expression", nargs="*", help="line form only (%%thunder_trace EXPR): the expression to run; its "
                                             "value is returned.")
     @line_cell_magic
@@ -172,7 +176,7 @@ class ThunderTraceMagics(Magics):
             options = RunOptions(fusion=args.fusion, executor=args.executor or default_executor(),
                                  fusion_cache=not args.no_fusion_cache, sort_waits=not args.no_sort_waits,
                                  runs=args.runs, nproc=args.nproc, fsdp=args.fsdp,
-                                 max_inflight=args.max_inflight).validate()
+                                 max_inflight=args.max_inflight, max_region_ops=args.max_region_ops).validate()
         except TraceLabError as e:
             raise UsageError(str(e)) from None
         name = _unquote(args.name) or (f"cell {self.shell.execution_count}" if cell is not None else expr.strip()[:40])

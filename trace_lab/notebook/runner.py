@@ -47,6 +47,7 @@ class RunOptions:
     nproc: int | None = None
     fsdp: str | None = None
     max_inflight: int | None = None  # ZeRO-3 all-gathers in flight; None: the pass's default, 0: unlimited
+    max_region_ops: int | None = None  # cap on a horizontal region's ops; None: unbounded (Thunder's)
 
     def validate(self) -> "RunOptions":
         if self.fusion not in FUSION_STRATEGIES:
@@ -61,6 +62,8 @@ class RunOptions:
             raise TraceLabError(f"--fsdp {self.fsdp}: choose zero2 or zero3")
         if self.max_inflight is not None and (self.max_inflight < 0 or not self.fsdp):
             raise TraceLabError(f"--max-inflight {self.max_inflight}: needs --fsdp and a count >= 0 (0 = unlimited)")
+        if self.max_region_ops is not None and self.max_region_ops < 1:
+            raise TraceLabError(f"--max-region-ops {self.max_region_ops}: give a number of ops >= 1")
         return self
 
     def changed(self, **kw) -> "RunOptions":
@@ -78,6 +81,8 @@ class RunOptions:
             parts.append(f"fsdp={self.fsdp}")
         if self.max_inflight is not None:
             parts.append(f"max in-flight gathers={self.max_inflight or 'unlimited'}")
+        if self.max_region_ops is not None:
+            parts.append(f"regions <= {self.max_region_ops} ops")
         return ", ".join(parts)
 
     def to_dict(self) -> dict:
@@ -119,6 +124,8 @@ def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
         return None
 
     extra = {} if options.max_inflight is None else {"max_inflight_gathers": options.max_inflight or None}
+    if options.max_region_ops is not None:
+        extra["max_region_ops"] = options.max_region_ops
     report = trace_lab.inspect(
         fn, *args, fusion=options.fusion, executor=options.executor, fusion_cache=options.fusion_cache,
         sort_waits=options.sort_waits, fsdp=options.fsdp, runs=options.runs, measure_memory=options.runs > 0,
