@@ -211,14 +211,34 @@ class _State:
         self.indeg = [len(p) for p in preds]
         self.ready = {i for i, d in enumerate(self.indeg) if d == 0}
         self.live = self.peak = 0
-        # per unit: (buffer, bytes) it touches that can be freed (not pinned), and alloc + extra
-        self.freeable = [[(b, self.nbytes[b]) for b in c.touched if b not in self.pinned] for c in self.costs]
         self.high = [c.alloc + c.extra for c in self.costs]
+        # net[i] = alloc - bytes unit i would free now (its freeable buffers no other pending
+        # unit touches), kept up to date as buffers' remaining counts pass through 1
+        self.readers: dict = {}
+        for i, c in enumerate(self.costs):
+            for b in c.touched:
+                if b not in self.pinned:
+                    self.readers.setdefault(b, []).append(i)
+        self.net = [c.alloc for c in self.costs]
+        for b, users in self.readers.items():
+            if self.remaining[b] == 1:
+                for u in users:
+                    self.net[u] -= self.nbytes[b]
+
+    def _count(self, b, delta: int) -> None:
+        """remaining[b] += delta (+-1), moving b's bytes in or out of its readers' net."""
+        old = self.remaining[b]
+        new = self.remaining[b] = old + delta
+        if (old == 1) != (new == 1):
+            users = self.readers.get(b)
+            if users:
+                nb = self.nbytes[b] if new == 1 else -self.nbytes[b]
+                net = self.net
+                for u in users:
+                    net[u] -= nb
 
     def key(self, i: int):
-        remaining = self.remaining
-        freed = sum(nb for b, nb in self.freeable[i] if remaining[b] == 1)
-        return (max(self.peak, self.live + self.high[i]), self.costs[i].alloc - freed, self.first[i])
+        return (max(self.peak, self.live + self.high[i]), self.net[i], self.first[i])
 
     def choices(self, limit: int | None = None) -> list[int]:
         if limit is None:
@@ -233,7 +253,7 @@ class _State:
         self.peak = max(self.peak, self.live + c.alloc + c.extra)
         self.live += c.alloc
         for b in c.touched:
-            self.remaining[b] -= 1
+            self._count(b, -1)
             if self.remaining[b] == 0 and b not in self.pinned:
                 self.live -= self.nbytes[b]
         self.ready.discard(i)
@@ -246,7 +266,7 @@ class _State:
     def undo(self, record) -> None:
         i, self.live, self.peak = record
         for b in self.costs[i].touched:
-            self.remaining[b] += 1
+            self._count(b, +1)
         for s in self.succs[i]:
             if self.indeg[s] == 0:
                 self.ready.discard(s)
