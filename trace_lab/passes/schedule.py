@@ -372,8 +372,13 @@ class _Profile:
                 self.last[b] = u
         self._reindex()
 
-    def _reindex(self) -> None:
-        self.pos = {u: k for k, u in enumerate(self.order)}
+    def _reindex(self, start: int = 0) -> None:
+        if start == 0:
+            self.pos = {u: k for k, u in enumerate(self.order)}
+            return
+        pos, order = self.pos, self.order
+        for k in range(start, len(order)):  # positions before the window did not move
+            pos[order[k]] = k
 
     def window(self, new, i: int, j: int):
         """(peak, high waters, live-befores) of running ``new`` in place of positions i..j."""
@@ -409,7 +414,11 @@ class _Profile:
         self.order[i:j + 1] = new
         self.hws[i:j + 1] = hws
         self.before[i:j + 1] = before
-        self._reindex()
+        kept = set(new)
+        for u in old:
+            if u not in kept:
+                self.pos.pop(u, None)
+        self._reindex(i)
 
 
 def _merge_at(model, order, i, prof: _Profile, window, partners) -> bool:
