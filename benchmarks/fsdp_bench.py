@@ -78,10 +78,35 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def _time_steps(jfn, x, shards, device, iters):
-    from trace_lab.measure import time_calls
+def _align(device):
+    """Barrier over the ranks, then a device synchronize: every rank starts the next step together.
 
-    return time_calls(lambda: _step(jfn, x, shards), torch.device(device), iters)
+    Without it a rank that finished its last step late starts the next one late, and its
+    peer's first collective waits for it; that wait would count as communication."""
+    import torch.distributed as dist
+
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier(device_ids=[torch.cuda.current_device()] if device.startswith("cuda") else None)
+    _sync(device)
+
+
+def _time_steps(jfn, x, shards, device, iters):
+    """Seconds per step (CUDA events on GPUs), each step started after :func:`_align`."""
+    times = []
+    for _ in range(iters):
+        _align(device)
+        if device.startswith("cuda"):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            _step(jfn, x, shards)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            _step(jfn, x, shards)
+            times.append(time.perf_counter() - t0)
+    return times
 
 
 def _profiler_lanes(jfn, x, shards, device):
@@ -143,7 +168,7 @@ def _config_worker(args, config):
         _sync(device)
         peak = torch.cuda.max_memory_allocated() - before
     _say(ctx, f"iteration {iter_s * 1e3:.2f} ms; measuring wait stalls ({args.measure_steps} steps) and calibrating")
-    comm = measure_comm(lambda: _step(jfn, x, shards), device, jfn=jfn, steps=args.measure_steps,
+    comm = measure_comm(lambda: (_align(device), _step(jfn, x, shards)), device, jfn=jfn, steps=args.measure_steps,
                         reps=args.calib_reps, iter_seconds=iter_s)
     comm.pop("waits")
     lanes = _profiler_lanes(jfn, x, shards, device) if args.profile else None
@@ -194,18 +219,77 @@ def _inflight_text(r):
     return "all" if v is None else str(v)
 
 
+def _median_or_none(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def combine_repeats(rows: list[dict]) -> list[dict]:
+    """One row per configuration, in first-seen order: medians over its repeats (``--repeat``).
+
+    Times and stalls are medians over the repeats; the hidden fractions are recomputed
+    from the median stall and intrinsic times; ``repeats`` keeps each repeat's iteration
+    time and all-gather hidden fraction so the spread shows in the table."""
+    from trace_lab.distributed.comm_measure import KINDS
+
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["config"], []).append(r)
+    out = []
+    for name, rs in groups.items():
+        row = dict(rs[0])
+        row["repeats"] = [{"iter_seconds": r["iter_seconds"],
+                           "all_gather_hidden_fraction": r["comm"]["total"]["all_gather_hidden_fraction"],
+                           "all_gather_stall_seconds": r["comm"]["total"]["stall_seconds"]["all_gather"]}
+                          for r in rs]
+        if len(rs) > 1:
+            totals = [r["comm"]["total"] for r in rs]
+            total = dict(totals[0])
+            for key in ("stall_seconds", "intrinsic_seconds"):
+                total[key] = {k: statistics.median(t[key][k] for t in totals) for k in KINDS}
+            for key in ("exposed_comm_seconds", "intrinsic_comm_seconds"):
+                total[key] = statistics.median(t[key] for t in totals)
+            ag_stall, ag_intr = total["stall_seconds"]["all_gather"], total["intrinsic_seconds"]["all_gather"]
+            all_stall, all_intr = sum(total["stall_seconds"].values()), sum(total["intrinsic_seconds"].values())
+            total["all_gather_hidden_fraction"] = (min(1.0, max(0.0, 1 - ag_stall / ag_intr)) if ag_intr > 0
+                                                   else None)
+            total["hidden_fraction"] = min(1.0, max(0.0, 1 - all_stall / all_intr)) if all_intr > 0 else None
+            row["comm"] = dict(rs[0]["comm"], total=total)
+            row["iter_seconds"] = statistics.median(r["iter_seconds"] for r in rs)
+            row["iter_all"] = [t for r in rs for t in r["iter_all"]]
+            row["measured_peak_bytes"] = max((r["measured_peak_bytes"] for r in rs
+                                              if r["measured_peak_bytes"] is not None), default=None)
+            row["first_step_seconds"] = _median_or_none([r["first_step_seconds"] for r in rs])
+        out.append(row)
+    return out
+
+
+def _spread(values, fmt) -> str:
+    values = [v for v in values if v is not None]
+    return "" if len(values) < 2 else f" ({fmt(min(values))}-{fmt(max(values))})"
+
+
 def summarize(rows: list[dict]) -> tuple[str, list[str]]:
-    """The table (measured columns first: the targets use them) and the target verdicts."""
-    head = ("config", "inflight", "iter ms", "exposed ms", "AG stall ms", "AG intrinsic ms", "comm intr. ms",
+    """The table (measured columns first: the targets use them) and the target verdicts.
+
+    Several rows of one configuration (``--repeat``) are combined first (medians; the
+    range over repeats in parentheses)."""
+    rows = combine_repeats(rows)
+    head = ("config", "inflight", "n", "iter ms", "exposed ms", "AG stall ms", "AG intrinsic ms", "comm intr. ms",
             "AG hidden", "comm hidden", "peak MiB", "pred. peak fw/bw MiB", "prof. AG hidden*", "est. AG hidden")
     table = [head]
     mib = (lambda b: "-" if b is None else f"{b / 2**20:.0f}")
     for r in rows:
         t = r["comm"]["total"]
         lanes = r.get("profiler_lanes") or {}
-        table.append((r["config"], _inflight_text(r), _ms(r["iter_seconds"]), _ms(t["exposed_comm_seconds"]),
+        reps = r.get("repeats") or []
+        table.append((r["config"], _inflight_text(r), str(max(len(reps), 1)),
+                      _ms(r["iter_seconds"]) + _spread([x["iter_seconds"] for x in reps], _ms),
+                      _ms(t["exposed_comm_seconds"]),
                       _ms(t["stall_seconds"]["all_gather"]), _ms(t["intrinsic_seconds"]["all_gather"]),
-                      _ms(t["intrinsic_comm_seconds"]), _pct(t["all_gather_hidden_fraction"]),
+                      _ms(t["intrinsic_comm_seconds"]),
+                      _pct(t["all_gather_hidden_fraction"])
+                      + _spread([x["all_gather_hidden_fraction"] for x in reps], _pct),
                       _pct(t["hidden_fraction"]), mib(r["measured_peak_bytes"]),
                       f"{mib(r['predicted_peak_bytes']['forward'])}/{mib(r['predicted_peak_bytes']['backward'])}",
                       _pct(lanes.get("all_gather_hidden_fraction")) if lanes else "-",
@@ -213,7 +297,8 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     text = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)
     text += ("\nmeasured: exposed = stall of the compute stream at the waits (CUDA events around each wait_tensor); "
-             "intrinsic = each collective replayed alone (barrier + sync, median, min over ranks); "
+             "intrinsic = each collective replayed alone (barrier + sync, queued behind a sleep kernel so only "
+             "device time counts; median, min over ranks); n = repeats (medians; range in parentheses); "
              "AG hidden = 1 - AG stall / AG intrinsic. The targets use these."
              "\n* profiler lanes: NCCL kernel durations, which include spinning until the peer rank arrives; "
              "secondary, understates hiding.")
@@ -275,12 +360,18 @@ def main(argv=None):
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     help="directory for <name>.json and <name>.txt (rewritten after every configuration)")
     ap.add_argument("--name", default="", help="file name stem (default fsdp_<date>_<device>)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds over the configuration list (fresh processes each); the table shows medians "
+                         "and the range over rounds")
     ap.add_argument("--config-timeout", type=float, default=150.0, help="seconds one configuration may take")
     ap.add_argument("--budget", type=float, default=0.0,
                     help="seconds for the whole run: a configuration is not started if it would likely overrun, "
                          "and none runs past it (0: no budget)")
     args = ap.parse_args(argv)
-    configs = [parse_config(c) for c in args.configs.split(",") if c.strip()]
+    if args.repeat < 1:
+        raise SystemExit("--repeat needs at least 1")
+    # rounds over the whole list, so repeats of one configuration are spread over the run
+    configs = [parse_config(c) for c in args.configs.split(",") if c.strip()] * args.repeat
     from trace_lab.distributed import run_distributed
 
     started = time.perf_counter()
@@ -312,10 +403,10 @@ def main(argv=None):
                                       timeout_s=limit)
                 backend = run.backend
                 rows.append(run.values[0])
-                per_rank[config["name"]] = {str(r.rank): {"iter_seconds": r.value["iter_seconds"],
+                per_rank.setdefault(config["name"], []).append({str(r.rank): {"iter_seconds": r.value["iter_seconds"],
                                                           **{k: r.value["comm"]["total"][k] for k in (
                                                               "exposed_comm_seconds", "all_gather_hidden_fraction")}}
-                                            for r in run.results}
+                                                                for r in run.results})
                 t = rows[-1]["comm"]["total"]
                 print(f"{tag}: iter {_ms(rows[-1]['iter_seconds'])} ms, exposed {_ms(t['exposed_comm_seconds'])} ms, "
                       f"AG hidden {_pct(t['all_gather_hidden_fraction'])} ({time.perf_counter() - t0:.0f} s)",

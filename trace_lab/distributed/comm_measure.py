@@ -18,7 +18,11 @@ figures here do not count spinning:
   steps, each distinct collective that was waited for (kind, input shape,
   dtype, group) is replayed alone: barrier, device synchronize, then issue +
   wait timed the same way; median of ``reps`` per rank, then the minimum over
-  ranks (the last rank to arrive does not wait for a peer).
+  ranks (the last rank to arrive does not wait for a peer). On CUDA the replay
+  is queued behind a short sleep kernel (``torch.cuda._sleep``), so the stream
+  reaches the first event only after the host has issued the collective: the
+  bracket holds the collective's device time, not the host's launch latency
+  (which a wait inside a step never sees, because there the host runs ahead).
 * **hidden fraction** = ``1 - sum(stalls) / sum(intrinsic)`` over the executed
   waits of a kind (all-gathers) or of all collectives, clamped to [0, 1].
 
@@ -132,6 +136,10 @@ class WaitStallRecorder:
         return waits, spans
 
 
+# ~0.5 ms at 2 GHz: longer than issuing one collective from Python, short against a step
+_LAUNCH_COVER_CYCLES = 1_000_000
+
+
 def _dtype(name: str) -> torch.dtype:
     return getattr(torch, name)
 
@@ -165,6 +173,8 @@ def calibrate(signatures, device, reps: int = 5, warmup: int = 1) -> dict:
         for r in range(warmup + reps):
             dist.barrier(group=group, **barrier)
             synchronize(device)
+            if device.type == "cuda":
+                torch.cuda._sleep(_LAUNCH_COVER_CYCLES)  # the host issues the collective while this runs
             a = timer.mark()
             out = wait(ops[kind](inp, *tail))
             b = timer.mark()
