@@ -79,6 +79,13 @@ def make_transformer_encoder(device="cpu", size="small"):
     d, heads, seq, batch = (512, 8, 256, 8) if size == "full" else (32, 4, 10, 3)
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0, batch_first=True)
+    # Random LayerNorm affine parameters: with the default weight 1 / bias 0 the final norm's
+    # outputs sum to a constant, so ``out.sum()`` would give every earlier parameter a zero
+    # gradient (rounding noise), and comparing gradients with eager would test nothing.
+    with torch.no_grad():
+        for norm in (layer.norm1, layer.norm2):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_(0.0, 0.1)
     layer = layer.to(device)
     x = torch.randn(batch, seq, d, device=device)
     return layer, (x,)

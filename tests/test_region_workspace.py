@@ -12,7 +12,7 @@ import torch
 from fusion_support import SCALAR_SLACK, StubExecutor, fuse, hand_trace
 from trace_lab.analysis.liveness import compute_liveness
 from trace_lab.executors.inductor import InductorExecutor
-from trace_lab.executors.workspace import fresh_output_bytes, workspace_bytes
+from trace_lab.executors.workspace import fresh_output_bytes, output_layout, with_measured_layout, workspace_bytes
 from trace_lab.measure import measure_peak
 from trace_lab.passes.fusion import plan_units
 from trace_lab.passes.partition import OpGraph
@@ -100,3 +100,34 @@ def test_inductor_region_workspace_is_measured_and_predicted():
     torch.testing.assert_close(outs[0], torch.softmax(x, dim=-1))
     assert 0 <= measured - predicted <= SCALAR_SLACK, (predicted, measured, method)
     assert any("allocate workspace" in n for n in program.notes), program.notes
+
+
+def test_output_layout_names_views_shared_storages_and_fresh_bytes():
+    x = torch.zeros(8, 8)  # input 0: 256 B
+    qkv = torch.zeros(3, 4, 4)  # a fresh 192 B storage
+    alone = torch.zeros(2, 8)  # another fresh storage, 64 B
+    aliases, storage_bytes = output_layout([x[1:], qkv[0], qkv[1], alone, qkv[2]], [x])
+    assert aliases == [("input", 0), None, ("output", 1), None, ("output", 1)]
+    assert storage_bytes == [None, 192, None, 64, None]
+
+
+def test_liveness_follows_the_compiled_output_layout():
+    """The capture says output 1 is a view of output 0 (one 512 B buffer); the compiled code
+    returned it in a storage of its own (1000 B): the model counts what the code did."""
+    def split_rows(x):
+        y = x + 1
+        return y[:4], y[4:]
+
+    trace = hand_trace(split_rows, torch.randn(8, 16))  # y: 8 x 16 f32 = 512 B
+    fused = fuse(trace, "dataflow", StubExecutor())
+    (region,) = [n for n in fused.ops if n.op == "call_module"]
+    assert region.meta["region"]["aliases"] == [None, ("output", 0)]
+    assert fused.liveness(False).peak_above_inputs_bytes == 512
+    record = with_measured_layout(region.meta["region"], ([None, None], [256, 1000]),
+                                  [object(), object()])
+    region.meta["region"] = record
+    live = fused.liveness(False)  # recomputed: the layout is part of the cache key
+    assert live.peak_above_inputs_bytes == 256 + 1000
+    assert compute_liveness(fused, rounding=512).peak_above_inputs_bytes == 512 + 1024
+    # outputs that do not line up with the captured ones leave the captured aliasing
+    assert with_measured_layout({"aliases": [None]}, ([None, None], [1, 2]), [object()]) == {"aliases": [None]}

@@ -21,7 +21,10 @@ and each value is dropped right after its last use (the ``del`` lines):
   executor runs a region op by op) the region's inner peak is added on its line.
   A region output that is a view of a region input, or of the same inner buffer
   as an earlier output, shares that buffer (``meta['region']['aliases']``), as
-  the executors return it (Inductor/AOTAutograd regenerate such views);
+  the executors return it (Inductor/AOTAutograd regenerate such views). Once an
+  executor has compiled the region it records how its code really lays the
+  outputs out (views of inputs, shared storages, the bytes of each fresh storage:
+  ``meta['region']['output_storage_bytes']``) and the model follows that;
 * a compiled region may allocate scratch buffers inside its call (Inductor's
   multi-kernel regions, split reductions). Its executor measures that workspace
   once at compile time and records it as ``meta['region']['workspace_bytes']``;
@@ -41,7 +44,7 @@ import torch.fx as fx
 from ..trace import is_getitem, tensor_values
 
 __all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "alias_sources", "CUDA_ROUNDING",
-           "region_workspace", "workspace_key"]
+           "region_workspace", "workspace_key", "output_buffer_bytes"]
 
 CUDA_ROUNDING = 512
 ALIASING_WITHOUT_SCHEMA = {"_unsafe_view", "wait_tensor"}  # wait_tensor returns its argument
@@ -173,6 +176,16 @@ def alias_sources(node: fx.Node) -> list:
     return [None] * n_out
 
 
+def output_buffer_bytes(node: fx.Node, index: int, t: torch.Tensor, rounding: int = 1) -> int:
+    """Bytes a fresh buffer for flat output ``index`` of ``node`` takes: the storage size a
+    compiled region was measured to return where its executor recorded one, else the
+    captured value's storage size."""
+    recorded = (node.meta.get("region") or {}).get("output_storage_bytes") if node.op == "call_module" else None
+    if recorded is not None and index < len(recorded) and recorded[index] is not None:
+        return _round_up(int(recorded[index]), rounding)
+    return tensor_bytes(t, rounding)
+
+
 def _round_up(n: int, rounding: int) -> int:
     return (n + rounding - 1) // rounding * rounding if rounding > 1 and n > 0 else n
 
@@ -185,8 +198,17 @@ def region_workspace(node: fx.Node, rounding: int = 1) -> int:
 
 
 def workspace_key(trace) -> tuple:
-    """The regions' recorded workspaces: changes when an executor records them (cache key)."""
-    return tuple((n.target, region_workspace(n)) for n in trace.graph.nodes if region_workspace(n))
+    """The regions' recorded workspaces and output layouts: changes when an executor records
+    them (cache key)."""
+    key = []
+    for n in trace.graph.nodes:
+        if n.op != "call_module":
+            continue
+        region = n.meta.get("region") or {}
+        if region_workspace(n) or region.get("output_storage_bytes") is not None:
+            key.append((n.target, region_workspace(n), tuple(region.get("output_storage_bytes") or ()),
+                        tuple(region.get("aliases") or ())))
+    return tuple(key)
 
 
 def _region_inner_peak(node: fx.Node, rounding: int, allocated: int) -> int:
@@ -278,7 +300,7 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
         outs = tensor_values(n.meta.get("val"))
         allocated = 0
         bids: list[int | None] = []
-        for t, src in zip(outs, alias_sources(n)):
+        for slot, (t, src) in enumerate(zip(outs, alias_sources(n))):
             if t is None:
                 bids.append(None)
                 continue
@@ -292,7 +314,7 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
                     bids.append(src_bids[0])
                     refs[src_bids[0]] += 1
                     continue
-            bid = new_buffer(nbytes(t))
+            bid = new_buffer(output_buffer_bytes(n, slot, t, rounding) if t.device.type == device_type else 0)
             refs[bid] += 1
             allocated += buffers[bid]
             bids.append(bid)

@@ -24,7 +24,10 @@ then a measured one, with :func:`trace_lab.measure.measure_peak`: CUDA
 peak - outputs as ``workspace_bytes`` in the region's record and in the region
 node's ``meta['region']``, where the liveness model counts it on the region's
 line. Where it cannot be measured (another profiler active) it is 0 and a note
-says so.
+says so. The same call records how the compiled code lays out its outputs (which
+are views of inputs or of each other, the bytes of each fresh storage), and the
+liveness model follows that rather than the captured aliasing (see
+:mod:`.workspace`).
 
 Which ops Inductor takes is decided in :data:`FUSIBLE` / :func:`inductor_can_fuse`,
 the one place that says it (see the table there).
@@ -37,14 +40,14 @@ import time
 import torch
 import torch.fx as fx
 
-from ..analysis.liveness import CUDA_ROUNDING, alias_sources, tensor_bytes
+from ..analysis.liveness import CUDA_ROUNDING, alias_sources, output_buffer_bytes
 from ..errors import TraceLabError
 from ..trace import Trace, is_getitem, tensor_values
 from .base import CompiledProgram, Executor, register
 from .eager import interpret
 from .fusion_cache import FusionCache, region_signature, signature_hash
 from .workspace import example_tensor as _example
-from .workspace import measure_workspace
+from .workspace import measure_workspace, with_measured_layout
 
 __all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region"]
 
@@ -164,8 +167,9 @@ class InductorExecutor(Executor):
             compiled[node] = fn
             if fn not in self._measured:  # once per compiled region (a cache hit reuses the figure)
                 self._measured[fn] = measure_workspace(fn, input_vals, rounding)
-            workspace, out_bytes = self._measured[fn]
+            workspace, out_bytes, layout = self._measured[fn]
             # a new dict: the region record may be shared with an earlier stage's node
+            region = with_measured_layout(region, layout, tensor_values(node.meta.get("val")))
             node.meta["region"] = {**region, "workspace_bytes": workspace or 0}
             records.append({"name": node.target, "signature": signature_hash(signature),
                             "ops": list(region.get("ops", [])), "cache_hit": hit, "compile_seconds": seconds,
@@ -184,7 +188,8 @@ class InductorExecutor(Executor):
 
 def _model_output_bytes(node: fx.Node, rounding: int) -> int:
     """Bytes the liveness model allocates for a region's outputs (aliases allocate nothing)."""
-    return sum(tensor_bytes(t, rounding) for t, src in zip(tensor_values(node.meta.get("val")), alias_sources(node))
+    return sum(output_buffer_bytes(node, i, t, rounding)
+               for i, (t, src) in enumerate(zip(tensor_values(node.meta.get("val")), alias_sources(node)))
                if t is not None and src is None)
 
 

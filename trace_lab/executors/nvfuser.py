@@ -23,11 +23,11 @@ import torch
 import torch.fx as fx
 
 from ..errors import MissingDependencyError
-from ..trace import Trace
+from ..trace import Trace, tensor_values
 from .base import CompiledProgram, Executor, register
 from ..analysis.liveness import CUDA_ROUNDING
 from .eager import interpret
-from .workspace import measure_workspace
+from .workspace import measure_workspace, with_measured_layout
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import RegionProgram, Segment, build_definition, segment_signature, split_region, torch_target
@@ -251,7 +251,8 @@ class NvFuserExecutor(Executor):
         if key not in self._workspace:
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             self._workspace[key] = measure_workspace(program, input_vals, CUDA_ROUNDING)
-        workspace, out_bytes = self._workspace[key]
+        workspace, out_bytes, layout = self._workspace[key]
+        meta = with_measured_layout(meta, layout, tensor_values(node.meta.get("val")))
         node.meta["region"] = {**meta, "workspace_bytes": workspace or 0}
         fused = [e for e in seg_entries if "fallback" not in e]
         region_entry = {

@@ -8,6 +8,15 @@ per compiled structure: the region runs on placeholder inputs of the recorded la
 workspace = peak above entry - bytes of the fresh outputs, rounded as the liveness model
 rounds. The executor records it in ``node.meta['region']['workspace_bytes']``, where the
 liveness model counts it on the region's line.
+
+The same call shows how the compiled code really lays out its outputs
+(:func:`output_layout`): which output is a view of an input, which shares the storage
+of an earlier output, and how many bytes each fresh storage holds. A compiler may
+return a view the capture recorded as sharing one buffer in a storage of its own
+(Inductor on CUDA gives the k/v views of an attention in-projection their own
+buffer): the executor records the layout as ``meta['region']['aliases']`` and
+``meta['region']['output_storage_bytes']``, and the liveness model follows it
+instead of the captured aliasing.
 """
 from __future__ import annotations
 
@@ -15,7 +24,7 @@ import torch
 
 from ..analysis.liveness import tensor_bytes
 
-__all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "measure_workspace"]
+__all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "output_layout", "measure_workspace"]
 
 
 def example_tensor(val, zeros: bool = True):
@@ -55,9 +64,37 @@ def fresh_output_bytes(outputs, inputs, rounding: int = 1) -> int:
     return total
 
 
-def measure_workspace(fn, input_vals, rounding: int) -> tuple[int | None, int | None]:
-    """(workspace bytes, bytes of fresh outputs) of calling a compiled region on placeholder
-    inputs of the recorded layouts; (None, None) when the call cannot be measured here."""
+def output_layout(outputs, inputs) -> tuple[list, list]:
+    """How a call's outputs sit in memory: per output, its alias (None for a fresh storage,
+    ``("input", j)`` for a view of input j, ``("output", k)`` for the storage of earlier
+    output k) and the unrounded bytes of its storage where fresh (None otherwise);
+    non-tensor outputs count as fresh with 0 bytes."""
+    owner: dict[int, tuple] = {}
+    for j, t in enumerate(inputs):
+        if isinstance(t, torch.Tensor):
+            owner.setdefault(t.untyped_storage().data_ptr(), ("input", j))
+    aliases, storage_bytes = [], []
+    for k, t in enumerate(outputs):
+        if not isinstance(t, torch.Tensor):
+            aliases.append(None)
+            storage_bytes.append(0)
+            continue
+        key = t.untyped_storage().data_ptr()
+        if key in owner and key != 0:
+            aliases.append(owner[key])
+            storage_bytes.append(None)
+        else:
+            if key != 0:
+                owner[key] = ("output", k)
+            aliases.append(None)
+            storage_bytes.append(int(t.untyped_storage().nbytes()))
+    return aliases, storage_bytes
+
+
+def measure_workspace(fn, input_vals, rounding: int) -> tuple:
+    """(workspace bytes, bytes of fresh outputs, output layout) of calling a compiled region on
+    placeholder inputs of the recorded layouts; the layout is :func:`output_layout`'s pair.
+    The figures are None when the call cannot be measured here (the layout is still given)."""
     from torch._guards import tracing
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
@@ -69,7 +106,22 @@ def measure_workspace(fn, input_vals, rounding: int) -> tuple[int | None, int | 
         warm = fn(*args)  # warm-up: lazy initialisation, autotuning, first-call allocations
         del warm
         outs, peak, _method = measure_peak(lambda boxed: fn(*boxed), args, device)
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        layout = output_layout(outs, args)
         if peak is None:
-            return None, None
-        out_bytes = fresh_output_bytes(outs if isinstance(outs, (list, tuple)) else [outs], args, rounding)
-        return workspace_bytes(peak, out_bytes, rounding), out_bytes
+            return None, None, layout
+        out_bytes = fresh_output_bytes(outs, args, rounding)
+        return workspace_bytes(peak, out_bytes, rounding), out_bytes, layout
+
+
+def with_measured_layout(region: dict, layout, captured_vals) -> dict:
+    """The region record with the compiled code's real output layout (a new dict), or the
+    record unchanged when the call's outputs do not line up one-to-one with the captured
+    tensor outputs (then the captured aliasing stays)."""
+    if layout is None:
+        return region
+    aliases, storage_bytes = layout
+    if len(aliases) != len(captured_vals) or any(v is None for v in captured_vals):
+        return region
+    return {**region, "aliases": [tuple(a) if a is not None else None for a in aliases],
+            "output_storage_bytes": list(storage_bytes)}
