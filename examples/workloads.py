@@ -8,7 +8,7 @@ identical, independent instances (one for eager, one compiled). ``size`` is
 * ``memory_peak``  - Thunder #1337: 10 paths of f32[256,256] relu/matmul/relu/matmul
 * ``adam_step``    - Thunder #1173: ``torch.optim.Adam(...).step()`` over many params
 * ``llama2`` / ``llama8`` (+ ``_ckpt``) - Llama-style decoder stack, forward+backward
-* ``transformer_encoder`` - ``torch.nn.TransformerEncoderLayer``
+* ``transformer_encoder`` - ``torch.nn.TransformerEncoderLayer`` (GELU, random LayerNorm affine parameters)
 """
 from __future__ import annotations
 
@@ -78,7 +78,12 @@ def make_llama(layers, checkpoint=False):
 def make_transformer_encoder(device="cpu", size="small"):
     d, heads, seq, batch = (512, 8, 256, 8) if size == "full" else (32, 4, 10, 3)
     torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0, batch_first=True)
+    # GELU, not the default ReLU: a fused program rounds differently from eager by ~1e-7, which
+    # flips ReLU's mask wherever a pre-activation sits at ~0; each flip moves a gradient by a
+    # whole term (measured: linear1's gradients 1.4e-3 apart at full size on CUDA), which no f32
+    # tolerance can tell from a wrong program. GELU is smooth, so gradients stay comparable.
+    layer = torch.nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0, batch_first=True,
+                                             activation="gelu")
     # Random LayerNorm affine parameters: with the default weight 1 / bias 0 the final norm's
     # outputs sum to a constant, so ``out.sum()`` would give every earlier parameter a zero
     # gradient (rounding noise), and comparing gradients with eager would test nothing.

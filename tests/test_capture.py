@@ -86,3 +86,26 @@ def test_shape_change_records_a_new_program():
     assert "f32[4, 3]" in str(first) and "f32[7, 3]" in str(second)
     assert "f32[7, 3]" not in str(first)
     assert trace_lab.last_traces(jfn)[0] is second
+
+
+def test_attention_gradients_match_eager_on_cpu():
+    """F.scaled_dot_product_attention on CPU: torch 2.13's core-aten decomposition of its CPU
+    flash kernel gives wrong q/k/v gradients under AOTAutograd; capture keeps the op whole
+    (trace_lab.capture.KEEP_WHOLE). Gradients here are compared with eager autograd."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(3, 4, 10, 8) for _ in range(3))
+    w = torch.randn(3, 4, 10, 8)  # a weighted loss: every gradient entry matters
+
+    def loss(fn):
+        ins = [t.clone().requires_grad_() for t in (q, k, v)]
+        (fn(*ins) * w).sum().backward()
+        return [t.grad for t in ins]
+
+    def attention(a, b, c):
+        return torch.nn.functional.scaled_dot_product_attention(a, b, c)
+
+    jfn = trace_lab.jit(attention, executor="eager")
+    for got, expected in zip(loss(jfn), loss(attention)):
+        torch.testing.assert_close(got, expected)
+    ops = {str(n.target) for n in trace_lab.last_traces(jfn)[0].ops}
+    assert "aten._scaled_dot_product_flash_attention_for_cpu.default" in ops, ops

@@ -26,7 +26,22 @@ from typing import Callable
 import torch
 import torch.fx as fx
 
-__all__ = ["Program", "ProgramPart", "CaptureSession", "readable_input_name"]
+__all__ = ["Program", "ProgramPart", "CaptureSession", "readable_input_name", "capture_decompositions"]
+
+# Ops kept whole although the core-aten table decomposes them:
+# ``_scaled_dot_product_flash_attention_for_cpu`` (what F.scaled_dot_product_attention calls on
+# CPU): its decomposition gives wrong q/k/v gradients under AOTAutograd in torch 2.13 (plain
+# SDPA of f32[3, 4, 10, 8], max |grad error| ~40; tests/test_capture.py checks it). Kept whole,
+# attention is one opaque op on CPU as on CUDA, and its backward is the fused kernel's.
+KEEP_WHOLE = ("_scaled_dot_product_flash_attention_for_cpu",)
+
+
+def capture_decompositions() -> dict:
+    """The decomposition table capture hands to AOTAutograd: core aten, less :data:`KEEP_WHOLE`."""
+    from torch._decomp import core_aten_decompositions
+
+    return {op: fn for op, fn in core_aten_decompositions().items()
+            if getattr(getattr(op, "_overloadpacket", op), "__name__", str(op)) not in KEEP_WHOLE}
 
 
 @dataclass
@@ -142,7 +157,6 @@ class CaptureSession:
     # -- the torch.compile backend -------------------------------------------------
     def backend(self, gm: fx.GraphModule, example_inputs):
         from functorch.compile import min_cut_rematerialization_partition
-        from torch._decomp import core_aten_decompositions
         from torch._functorch.aot_autograd import aot_module_simplified
 
         dyn_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
@@ -193,7 +207,7 @@ class CaptureSession:
             fw_compiler=fw,
             bw_compiler=make_compiler("backward"),
             inference_compiler=make_compiler("inference"),
-            decompositions=core_aten_decompositions(),
+            decompositions=capture_decompositions(),
             partition_fn=self._partition_fn(min_cut_rematerialization_partition),
             keep_inference_input_mutations=True,
         )

@@ -135,7 +135,7 @@ def test_notebook_01_run_all_switch_fusion_rerun(lab):
             tab("Compare")
             expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)
             expect(view().locator(".tl-compare-area tr.tl-row").last).to_contain_text("none · fusion=horizontal")
-            view().locator(".tl-compare-area").scroll_into_view_if_needed()
+            _scroll_for_screenshot(lambda: view().locator(".tl-compare-area"))
             page.screenshot(path=str(ARTIFACTS / "notebook01_compare.png"))
             tab("Graph")
             graph = view().locator(".tl-graph-area .tl-report")
@@ -143,10 +143,24 @@ def test_notebook_01_run_all_switch_fusion_rerun(lab):
             assert "fusion=horizontal" in graph.inner_text()
             tab("Trace")
             view().locator(".tl-trace-area .tl-code").wait_for(timeout=30_000)
-            view().scroll_into_view_if_needed()
+            _scroll_for_screenshot(view)
             page.screenshot(path=str(ARTIFACTS / "notebook01_after_rerun.png"))
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "notebook01_failure.png"))
             raise
         finally:
             browser.close()
+
+
+def _scroll_for_screenshot(locate, tries: int = 3) -> None:
+    """Scroll an output into view for a screenshot. Widget outputs re-render while the kernel
+    sends updates, so the element found may be detached a moment later: find it again."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    for attempt in range(tries):
+        try:
+            locate().scroll_into_view_if_needed(timeout=10_000)
+            return
+        except PlaywrightError as e:
+            if "not attached" not in str(e) or attempt == tries - 1:
+                raise
