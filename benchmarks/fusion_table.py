@@ -53,8 +53,8 @@ def rows_for(report, name: str, size: str, strategy: str) -> list[dict]:
                 "regions_with_workspace": sum(1 for r in regions if r.get("workspace_bytes")),
                 "max_region_workspace_bytes": max((r.get("workspace_bytes") or 0 for r in regions), default=0),
                 "region_workspace": {r["name"]: r["workspace_bytes"] for r in regions if r.get("workspace_bytes")},
-                "regions_output_bytes_differ": [r["name"] for r in regions if r.get("output_bytes") is not None
-                                                and r["output_bytes"] != r.get("model_output_bytes")],
+                "regions_output_bytes_differ": [r["name"] for r in regions if r.get("planned_output_bytes") is not None
+                                                and r.get("model_output_bytes") != r["planned_output_bytes"]],
                 "predicted": m.get("predicted_peak_above_inputs_bytes",
                                    part["stages"][-1]["predicted_peak_above_inputs_bytes"]),
                 "measured": m.get("measured_peak_above_inputs_bytes"), "method": m.get("method"),
@@ -94,7 +94,7 @@ def main() -> None:
                       f"measured {format_bytes(meas) if meas is not None else 'n/a':>11s}  "
                       f"eager-match={row['matches_eager']}  workspace: {row['regions_with_workspace']} regions, "
                       f"max {format_bytes(row['max_region_workspace_bytes'])}"
-                      + (f"  outputs differ: {','.join(row['regions_output_bytes_differ'])}"
+                      + (f"  output layout differs from the plan: {','.join(row['regions_output_bytes_differ'])}"
                          if row['regions_output_bytes_differ'] else ""), flush=True)
             del fn, args, report
             if a.device == "cuda":

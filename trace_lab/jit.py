@@ -111,6 +111,7 @@ class JitFunction:
             self._measure = old
 
     # -- the per-program compiler (called by capture) ---------------------------------------
+
     def _executor(self, name: str):
         if name not in self._executors:
             self._executors[name] = get_executor(name, fusion_cache=self.options.fusion_cache)
@@ -131,6 +132,8 @@ class JitFunction:
         for stage in part.traces:  # so printed liveness matches how this executor runs regions
             stage.info["materialized_regions"] = executor.materializes_regions
         compiled = executor.compile(part.traces[-1])
+        if self.options.fusion == "memory" and not executor.materializes_regions:
+            compiled = _keep_memory_promise(self, trace, part, executor, compiled)
         part.compiled = compiled
         jfn = self
 
@@ -155,6 +158,41 @@ class JitFunction:
         run = torch._dynamo.disable(run)
         run._boxed_call = True
         return run
+
+
+def _keep_memory_promise(jfn, trace, part, executor, compiled):
+    """fusion='memory': re-plan without the regions whose compiled code costs more memory
+    than planned, while the compiled peak is above the unfused program's (see
+    :mod:`trace_lab.memory_guard`)."""
+    from .analysis.liveness import CUDA_ROUNDING
+    from .memory_guard import MAX_ROUNDS, overrunning_regions, peak_above_inputs, unfused_baseline
+    from .printer import format_bytes
+
+    base = unfused_baseline(part.traces)
+    if base is None:
+        return compiled
+    limit = peak_above_inputs(base, False)
+    rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
+    keep_unfused: set[str] = set()
+    said: list[str] = []
+    for _ in range(MAX_ROUNDS):
+        peak = peak_above_inputs(part.traces[-1], False)
+        if peak <= limit:
+            break
+        over = [r for r in overrunning_regions(part.traces[-1], rounding) if not set(r[2]) <= keep_unfused]
+        if not over:
+            break
+        excess, name, nodes = over[0]
+        keep_unfused |= set(nodes)
+        said.append(f"memory strategy: compiled peak {format_bytes(peak)} was above the unfused program's "
+                    f"{format_bytes(limit)} because {name}'s compiled code takes {format_bytes(excess)} more than "
+                    f"planned; its {len(nodes)} ops are left unfused and the program re-planned")
+        part.traces = run_pipeline(trace, PassContext(jfn.options, executor, frozenset(keep_unfused)))
+        for stage in part.traces:
+            stage.info["materialized_regions"] = executor.materializes_regions
+        compiled = executor.compile(part.traces[-1])
+    compiled.notes = said + list(compiled.notes)
+    return compiled
 
 
 def _joint_preparer(options: Options):

@@ -44,7 +44,7 @@ import torch.fx as fx
 from ..trace import is_getitem, tensor_values
 
 __all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "alias_sources", "CUDA_ROUNDING",
-           "region_workspace", "workspace_key", "output_buffer_bytes"]
+           "region_workspace", "workspace_key", "output_buffer_bytes", "region_output_bytes"]
 
 CUDA_ROUNDING = 512
 ALIASING_WITHOUT_SCHEMA = {"_unsafe_view", "wait_tensor"}  # wait_tensor returns its argument
@@ -184,6 +184,13 @@ def output_buffer_bytes(node: fx.Node, index: int, t: torch.Tensor, rounding: in
     if recorded is not None and index < len(recorded) and recorded[index] is not None:
         return _round_up(int(recorded[index]), rounding)
     return tensor_bytes(t, rounding)
+
+
+def region_output_bytes(node: fx.Node, rounding: int = 1) -> int:
+    """Bytes the model allocates for a region's outputs (outputs that alias allocate nothing)."""
+    return sum(output_buffer_bytes(node, i, t, rounding)
+               for i, (t, src) in enumerate(zip(tensor_values(node.meta.get("val")), alias_sources(node)))
+               if t is not None and src is None)
 
 
 def _round_up(n: int, rounding: int) -> int:

@@ -40,7 +40,7 @@ import time
 import torch
 import torch.fx as fx
 
-from ..analysis.liveness import CUDA_ROUNDING, alias_sources, output_buffer_bytes
+from ..analysis.liveness import CUDA_ROUNDING, region_output_bytes
 from ..errors import TraceLabError
 from ..trace import Trace, is_getitem, tensor_values
 from .base import CompiledProgram, Executor, register
@@ -169,12 +169,16 @@ class InductorExecutor(Executor):
                 self._measured[fn] = measure_workspace(fn, input_vals, rounding)
             workspace, out_bytes, layout = self._measured[fn]
             # a new dict: the region record may be shared with an earlier stage's node
+            planned = region.get("planned_output_bytes")  # as the fusion pass planned it
+            if planned is None:
+                planned = region_output_bytes(node, rounding)
             region = with_measured_layout(region, layout, tensor_values(node.meta.get("val")))
-            node.meta["region"] = {**region, "workspace_bytes": workspace or 0}
+            node.meta["region"] = {**region, "workspace_bytes": workspace or 0, "planned_output_bytes": planned}
             records.append({"name": node.target, "signature": signature_hash(signature),
                             "ops": list(region.get("ops", [])), "cache_hit": hit, "compile_seconds": seconds,
                             "workspace_bytes": workspace, "output_bytes": out_bytes,
-                            "model_output_bytes": _model_output_bytes(node, rounding)})
+                            "model_output_bytes": region_output_bytes(node, rounding),
+                            "planned_output_bytes": planned})
         run = interpret(trace, materialized_regions=False, region_runner=compiled.__getitem__)
         notes = []
         if records:
@@ -186,13 +190,6 @@ class InductorExecutor(Executor):
                                regions=records, notes=notes)
 
 
-def _model_output_bytes(node: fx.Node, rounding: int) -> int:
-    """Bytes the liveness model allocates for a region's outputs (aliases allocate nothing)."""
-    return sum(output_buffer_bytes(node, i, t, rounding)
-               for i, (t, src) in enumerate(zip(tensor_values(node.meta.get("val")), alias_sources(node)))
-               if t is not None and src is None)
-
-
 def _workspace_notes(records) -> list[str]:
     notes = []
     with_ws = [r for r in records if r["workspace_bytes"]]
@@ -202,7 +199,9 @@ def _workspace_notes(records) -> list[str]:
                      f"{top['workspace_bytes']} B); counted on their lines")
     if any(r["workspace_bytes"] is None for r in records):
         notes.append("region workspace not measured (another profiler is active): counted as 0")
-    odd = [r["name"] for r in records if r["output_bytes"] is not None and r["output_bytes"] != r["model_output_bytes"]]
+    odd = [f"{r['name']} ({r['model_output_bytes'] - r['planned_output_bytes']:+d} B)" for r in records
+           if r["model_output_bytes"] != r["planned_output_bytes"]]
     if odd:
-        notes.append(f"regions whose compiled outputs occupy other bytes than the model's: {', '.join(odd[:6])}")
+        notes.append("regions whose compiled code lays its outputs out otherwise than the fusion plan assumed "
+                     f"(own storages for views): {', '.join(odd[:6])}; predicted memory follows the code")
     return notes

@@ -21,6 +21,8 @@ __all__ = ["PassContext", "PASSES", "register_pass", "run_pipeline", "pipeline_f
 class PassContext:
     options: object  # trace_lab.jit.Options
     executor: object  # trace_lab.executors.Executor
+    # names of ops the fusion pass must leave unfused (the memory strategy's compile feedback)
+    keep_unfused: frozenset = frozenset()
 
 
 PASSES: dict[str, Callable[[Trace, PassContext], Trace]] = {}

@@ -17,6 +17,7 @@ strategy predicts).
   lower peak (fewer regions on a tie), so it is never above ``none`` or
   ``dataflow``.
 
+``ctx.keep_unfused`` names ops no region may take (see :mod:`trace_lab.memory_guard`).
 The result's ``info`` records the strategy, the regions and the predicted peak.
 """
 from __future__ import annotations
@@ -65,7 +66,12 @@ def fusion_pass(trace, ctx):
     max_ops = extra.get("max_region_ops")
     if max_ops is not None and (not isinstance(max_ops, int) or isinstance(max_ops, bool) or max_ops < 1):
         raise ValueError(f"max_region_ops={max_ops!r}: give a positive number of ops per region, or leave it unset")
-    units = plan_units(trace, strategy, ctx.executor.can_fuse, materialized, max_ops)
+    can_fuse = ctx.executor.can_fuse
+    keep_unfused = getattr(ctx, "keep_unfused", frozenset())
+    if keep_unfused:
+        def can_fuse(node, _can_fuse=ctx.executor.can_fuse):
+            return node.name not in keep_unfused and _can_fuse(node)
+    units = plan_units(trace, strategy, can_fuse, materialized, max_ops)
     new = build_trace(trace, units, f"fusion ({strategy})", info={"fusion": strategy})
     new.info["predicted_peak_above_inputs_bytes"] = new.liveness(materialized).peak_above_inputs_bytes
     return new

@@ -192,7 +192,7 @@ def _emit_region(graph, env, root, unit, k, in_unit, returned, name) -> dict:
             node.meta[key] = first.meta[key]
     ops = [target_name(n.target) for n in unit.nodes]
     record = {"name": name, "ops": ops, "signature": region_signature(sub, [a.meta.get("val") for a in inputs]),
-              "aliases": _inner_aliases(sub, len(outputs))}
+              "aliases": _inner_aliases(sub, len(outputs)), "nodes": [n.name for n in unit.nodes]}
     node.meta["region"] = record
     for i, v in enumerate(outputs):
         g = graph.call_function(operator.getitem, (node, i))
