@@ -60,6 +60,7 @@ def rows_for(report, name: str, size: str, strategy: str) -> list[dict]:
                 "measured": m.get("measured_peak_above_inputs_bytes"), "method": m.get("method"),
                 "matches_eager": report.ok, "max_abs_diff": (report.comparison or {}).get("max_abs_diff"),
                 "steady_seconds": report.steady_seconds,
+                "notes": [n for n in part.get("notes", []) if n.startswith("memory strategy")],
             })
     return rows
 

@@ -52,3 +52,16 @@ def test_without_overrun_the_plan_stands():
     final = last_traces(jfn)[-1]
     assert any(n.op == "call_module" for n in final.ops), str(final)
     assert not any("left unfused" in note for note in jfn.programs[0].forward.compiled.notes)
+
+
+def test_an_overrun_left_in_place_is_said(monkeypatch):
+    import trace_lab.memory_guard as guard
+
+    monkeypatch.setattr(guard, "MAX_ROUNDS", 0)  # no re-plans allowed: the overrun stays
+    x, w = torch.randn(64, 64), torch.randn(64, 64)
+    jfn = jit(scaled_relu_matmul, fusion="memory", executor="inductor")
+    jfn._executors["inductor"] = InflatingInductor()
+    torch.testing.assert_close(jfn(x, w), scaled_relu_matmul(x, w))
+    notes = jfn.programs[0].forward.compiled.notes
+    assert any("still above the unfused program's" in note for note in notes), notes
+    assert not any("left unfused" in note for note in notes)

@@ -191,6 +191,13 @@ def _keep_memory_promise(jfn, trace, part, executor, compiled):
         for stage in part.traces:
             stage.info["materialized_regions"] = executor.materializes_regions
         compiled = executor.compile(part.traces[-1])
+    peak = peak_above_inputs(part.traces[-1], False)
+    if peak > limit:
+        after = f" after {len(said)} re-plan{'s' if len(said) != 1 else ''}" if said else ""
+        said.append(f"memory strategy: compiled peak {format_bytes(peak)} is still above the unfused program's "
+                    f"{format_bytes(limit)}{after}: the rest is what compiled regions allocate beyond the plan "
+                    "(scratch inside their call; the plain ops they replace may allocate scratch too, which the "
+                    "model does not count)")
     compiled.notes = said + list(compiled.notes)
     return compiled
 
