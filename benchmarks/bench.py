@@ -121,6 +121,7 @@ def _compile(system: str, fn, strategy=None, cache=True, extra=None):
             return {"regions": len(regions), "segments": len(segs),
                     "definitions_built": getattr(ex, "misses", None), "definitions_reused": getattr(ex, "hits", None),
                     "fallbacks": sum(1 for s in segs if "fallback" in s),
+                    **_graph_stats(jfn),
                     "nvfuser_compile_s": round(sum(s.get("compile_seconds", 0.0) for s in segs), 3),
                     "executor_reasons": jfn.executor_reasons}
 
@@ -128,14 +129,28 @@ def _compile(system: str, fn, strategy=None, cache=True, extra=None):
     raise ValueError(system)
 
 
-def _check(res: dict, got, eager) -> None:
-    """Record whether the first step matched eager PyTorch (outputs, gradients, updated values)."""
+def _graph_stats(jfn) -> dict:
+    """cuda_graphs rows: recordings, replays, un-graphed calls and the graphs' memory pools."""
+    graphs = [part.compiled.graphs for p in jfn.programs for part in p.parts
+              if part.compiled is not None and getattr(part.compiled, "graphs", None) is not None]
+    if not graphs:
+        return {}
+    return {"graph_recordings": sum(g.recordings for g in graphs), "graph_replays": sum(g.replays for g in graphs),
+            "graph_ungraphed_calls": sum(g.ungraphed for g in graphs),
+            "graph_pool_mib": round(sum(g.pool_bytes for g in graphs) / 2 ** 20, 2),
+            "graph_notes": [n for g in graphs for n in g.notes][:3]}
+
+
+def _check(res: dict, got, eager, which: str = "first") -> None:
+    """Record whether a step matched eager PyTorch (outputs, gradients, updated values): the first step
+    (compilation's), then the last timed one (a replay, with cuda_graphs); ``matches_eager`` needs both."""
     from trace_lab import compare
 
     cmp = compare.compare_runs(got, eager)
-    res["matches_eager"] = cmp.ok
+    res["matches_eager"] = cmp.ok and res.get("matches_eager", True)
+    res[f"matches_eager_{which}_step"] = cmp.ok
     if not cmp.ok:
-        res["mismatch"] = cmp.problems[:3]
+        res[f"mismatch_{which}_step"] = cmp.problems[:3]
 
 
 def run_one(cfg: dict) -> dict:
@@ -168,11 +183,13 @@ def run_one(cfg: dict) -> dict:
         ref, (xr,) = workloads.make_llama(cfg["layers"])(dev, "full")  # same seed: eager's step
         out = ref(xr)
         out.float().sum().backward()
-        _check(res, got, compare.snapshot(out, ref, (xr,)))
-        del ref, out
+        eager = compare.snapshot(out, ref, (xr,))
+        _check(res, got, eager)
+        del ref, out, got
         for _ in range(2):
             step()
         times = _cuda_time(step, cfg["iters"])
+        _check(res, step(keep=True), eager, "last")  # no optimizer: every step computes the same
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -193,6 +210,9 @@ def run_one(cfg: dict) -> dict:
         compiled = (lambda c, a: (lambda: c(*a)))(compiled, args)
         compiled()
         times = _cuda_time(compiled, cfg["iters"])
+        for _ in range(cfg["iters"] + 1):  # eager takes as many steps as the compiled step did
+            ref_fn(*ref_args)
+        _check(res, compare.snapshot(None, fn, args), compare.snapshot(None, ref_fn, ref_args), "last")
         res["peak_mib"] = None
     elif cfg["bench"] == "memory":
         fn, (t0s, a) = workloads.make_memory_peak(dev, "full")
@@ -205,6 +225,7 @@ def run_one(cfg: dict) -> dict:
         _check(res, compare.snapshot(got, fn, (t0s, a)), compare.snapshot(fn(t0s, a), fn, (t0s, a)))
         del got
         times = _cuda_time(lambda: compiled(t0s, a), cfg["iters"])
+        _check(res, compare.snapshot(compiled(t0s, a), fn, (t0s, a)), compare.snapshot(fn(t0s, a), fn, (t0s, a)), "last")
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
@@ -219,6 +240,9 @@ def run_one(cfg: dict) -> dict:
     if "first_iter_s" in res:
         res["compile_s"] = max(0.0, res["first_iter_s"] - res["steady_ms"] / 1e3)
     res["stats"] = stats()
+    if res["stats"].get("graph_pool_mib") is not None and res.get("peak_mib") is not None:
+        # a replay allocates nothing: the graphs' pools, reserved when they were recorded, are the memory
+        res["peak_mib"] += res["stats"]["graph_pool_mib"]
     if cfg["system"] == "thunder":
         peer = _THUNDER_PEERS[-1]
         res["frontend"] = peer.frontend
@@ -237,7 +261,8 @@ def run_one(cfg: dict) -> dict:
 ADAM_HORIZONTAL = {"max_region_ops": 350}
 
 
-def configs(bench: str, quick: bool, layers: list[int], skip=(), strats=None, cache_off=None) -> list[dict]:
+def configs(bench: str, quick: bool, layers: list[int], skip=(), strats=None, cache_off=None,
+            graphs=()) -> list[dict]:
     iters = 10 if quick else 30
     systems = [{"system": s} for s in ("eager", "torch.compile", "thunder") if s not in skip]
     tl = []
@@ -248,6 +273,8 @@ def configs(bench: str, quick: bool, layers: list[int], skip=(), strats=None, ca
         if bench == "adam" and s == "horizontal":
             c["extra"] = dict(ADAM_HORIZONTAL)
         tl.append(c)
+        if s in graphs:
+            tl.append({**c, "extra": {**c.get("extra", {}), "cuda_graphs": True}})
         if s in cache_off and bench != "memory":
             tl.append({**c, "cache": False})
     out = []
@@ -269,7 +296,7 @@ def label(r: dict) -> str:
         return "thunder (ThunderCompiler)"
     if r["system"] != "trace_lab":
         return r["system"]
-    extra = "".join(f" {k}={v}" for k, v in (r.get("extra") or {}).items())
+    extra = "".join(" cuda graphs" if k == "cuda_graphs" else f" {k}={v}" for k, v in (r.get("extra") or {}).items())
     return f"trace_lab nvfuser {r['strategy']}{extra} cache={'on' if r.get('cache', True) else 'off'}"
 
 
@@ -283,12 +310,12 @@ def _error_summary(text: str) -> str:
 
 
 def run_all(bench: str, quick: bool, layers: list[int], timeout: float, out_dir: Path, skip=(), strats=None,
-            cache_off=None) -> dict:
+            cache_off=None, graphs=()) -> dict:
     import torch
 
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no-gpu"
     rows = []
-    for cfg in configs(bench, quick, layers, skip, strats, cache_off):
+    for cfg in configs(bench, quick, layers, skip, strats, cache_off, graphs):
         started = time.perf_counter()
         env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", PYTHONUNBUFFERED="1")
         try:
@@ -327,11 +354,16 @@ def _save(bench, device, quick, rows, out_dir: Path, final: bool) -> dict:
     return result
 
 
-def _find(rows, **kw):
+def _find(rows, variant=None, **kw):
     for r in rows:
-        if r.get("ok") and all(r.get(k) == v for k, v in kw.items()):
+        if r.get("ok") and all(r.get(k) == v for k, v in kw.items()) and (variant is None or _variant(r) == variant):
             return r
     return None
+
+
+def _variant(r: dict) -> str:
+    """A trace_lab row's strategy plus its extra options, e.g. 'dataflow cuda graphs'."""
+    return label(r).removeprefix("trace_lab nvfuser ").split(" cache=")[0]
 
 
 def _target(name, value, limit, unit, better="lower", note=""):
@@ -346,14 +378,15 @@ def _target(name, value, limit, unit, better="lower", note=""):
 def targets(bench: str, rows: list[dict]) -> list[dict]:
     out = []
     STRATEGIES = list(dict.fromkeys(r["strategy"] for r in rows if r["system"] == "trace_lab"))
+    VARIANTS = list(dict.fromkeys(_variant(r) for r in rows if r["system"] == "trace_lab"))
     if bench == "llama":
         ls = sorted({r["layers"] for r in rows})
         lo, hi = (ls[0], ls[-1]) if ls else (2, 8)
         tc_hi = _find(rows, system="torch.compile", layers=hi)
         eager_hi = _find(rows, system="eager", layers=hi)
-        for s in STRATEGIES:
-            a, b = _find(rows, system="trace_lab", strategy=s, cache=True, layers=lo), \
-                _find(rows, system="trace_lab", strategy=s, cache=True, layers=hi)
+        for s in VARIANTS:
+            a, b = _find(rows, s, system="trace_lab", cache=True, layers=lo), \
+                _find(rows, s, system="trace_lab", cache=True, layers=hi)
             out.append(_target(f"{s}: first iter {hi}L <= 1.3x {lo}L", b and b["first_iter_s"],
                                a and 1.3 * a["first_iter_s"], " s"))
             out.append(_target(f"{s}: first iter {hi}L < torch.compile's", b and b["first_iter_s"],
@@ -364,15 +397,15 @@ def targets(bench: str, rows: list[dict]) -> list[dict]:
                                " ms"))
     elif bench == "adam":
         tc = _find(rows, system="torch.compile")
-        for s in STRATEGIES:
-            r = _find(rows, system="trace_lab", strategy=s, cache=True)
+        for s in VARIANTS:
+            r = _find(rows, s, system="trace_lab", cache=True)
             out.append(_target(f"{s}: step <= torch.compile's", r and r["steady_ms"], tc and tc["steady_ms"], " ms"))
             out.append(_target(f"{s}: compile <= 0.1x torch.compile's", r and r["compile_s"],
                                tc and 0.1 * tc["compile_s"], " s"))
     elif bench == "memory":
         eager = _find(rows, system="eager")
         best = "memory" if "memory" in STRATEGIES else (STRATEGIES or ["memory"])[0]
-        r = _find(rows, system="trace_lab", strategy=best, cache=True)
+        r = _find(rows, best, system="trace_lab", cache=True)
         out.append(_target(f"{best} strategy peak == eager's", r and r["peak_mib"], eager and eager["peak_mib"], " MiB"))
     return out
 
@@ -420,6 +453,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--skip", nargs="*", default=[], help="systems to leave out (e.g. thunder)")
     ap.add_argument("--strategies", nargs="*", default=None, help="trace_lab fusion strategies (default: all that fuse)")
+    ap.add_argument("--cuda-graphs", nargs="*", default=[], metavar="STRATEGY",
+                    help="strategies also run with cuda_graphs=True (cache on); their peak adds the graphs' pools")
     ap.add_argument("--cache-off", nargs="*", default=None,
                     help="strategies also run with the fusion cache off (default: all; llama: at the most layers)")
     args = ap.parse_args(argv)
@@ -433,7 +468,8 @@ def main(argv=None) -> int:
             print()
         return 0
     for b in (["memory", "adam", "llama"] if args.bench == "all" else [args.bench]):
-        run_all(b, args.quick, args.layers, args.timeout, args.out, args.skip, args.strategies, args.cache_off)
+        run_all(b, args.quick, args.layers, args.timeout, args.out, args.skip, args.strategies, args.cache_off,
+                args.cuda_graphs)
     return 0
 
 

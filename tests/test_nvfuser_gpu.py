@@ -126,3 +126,36 @@ def test_definition_text_on_request(strategy_pass):
     compiled = jfn.programs[0].forward.compiled
     text = region_definitions(compiled, compiled.regions[0]["name"])
     assert "fd.ops" in text or "define_tensor" in text, text[:300]
+
+
+GRAPH_CASES = [("llama2", "dataflow"), ("adam_step", "dataflow"), ("memory_peak", "memory"),
+               ("transformer_encoder", "horizontal")]
+
+
+@pytest.mark.parametrize("name,strategy", GRAPH_CASES, ids=[f"{w}-{s}" for w, s in GRAPH_CASES])
+def test_cuda_graphs_match_eager(name, strategy):
+    """cuda_graphs=True: every one of four steps (warm-up, record + replay, two replays) equals eager's,
+    and every program was replayed from its graph."""
+    wl = WORKLOADS[name]
+    fn, args = wl.make("cuda", "small")
+    ref_fn, ref_args = wl.make("cuda", "small")
+    jfn = jit(fn, fusion=strategy, executor="nvfuser", cuda_graphs=True)
+
+    def step(f, func, a):
+        out = f(*a)
+        if wl.backward:
+            out.float().sum().backward()
+        snap = compare.snapshot(out, func, a)
+        if wl.backward:
+            for p in compare.reachable_tensors(func, a):
+                p.grad = None
+        return snap
+
+    for i in range(4):
+        got, eager = step(jfn, fn, args), step(ref_fn, ref_fn, ref_args)
+        cmp = compare.compare_runs(got, eager)
+        assert cmp.ok, (i, cmp.problems[:5])
+        for where, err, dtype in _rel_errors(got, eager):
+            assert err <= (2e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-4), (i, where, err, dtype)
+    graphs = [part.compiled.graphs for p in jfn.programs for part in p.parts]
+    assert graphs and all(g.replays >= 2 and not g.notes for g in graphs), [g.summary() + str(g.notes) for g in graphs]

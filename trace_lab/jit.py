@@ -41,6 +41,7 @@ class Options:
     fusion_cache: bool = True
     sort_waits: bool = True
     fsdp: str | None = None
+    cuda_graphs: bool = False  # replay each CUDA program from a recorded graph (executors/cuda_graphs.py)
     extra: dict = field(default_factory=dict)
 
     def validate(self) -> "Options":
@@ -135,6 +136,7 @@ class JitFunction:
         if self.options.fusion == "memory" and not executor.materializes_regions:
             compiled = _keep_memory_promise(self, trace, part, executor, compiled)
         part.compiled = compiled
+        graphed = _graphed_run(self.options, part.traces[-1], compiled)
         jfn = self
 
         def run(args):
@@ -150,14 +152,35 @@ class JitFunction:
                 outs, measured, method = measure_peak(compiled.run, args, part.traces[-1].device)
                 predicted = part.traces[-1].liveness(executor.materializes_regions).peak_above_inputs_bytes
                 jfn.measurements.append(Measurement(program.index, part.kind, measured, predicted, method))
-                return outs
-            return compiled.run(args)
+                return outs  # measured un-graphed: a replay allocates nothing, its graph's pool did before
+            return compiled.run(args) if graphed is None else graphed(args)
 
         # Never let Dynamo trace trace_lab's own runtime: a cell that calls .backward() inside
         # the compiled function runs this backward from within Dynamo's frame hook.
         run = torch._dynamo.disable(run)
         run._boxed_call = True
         return run
+
+
+def _graphed_run(options: Options, trace: Trace, compiled):
+    """``cuda_graphs=True``: the program's run wrapped in a GraphedRun (kept as ``compiled.graphs``),
+    or None with a note saying why this program runs without one."""
+    if not options.cuda_graphs:
+        return None
+    if trace.device.type != "cuda":
+        compiled.notes = list(compiled.notes) + [
+            f"cuda_graphs: this program runs on {trace.device.type}; CUDA graphs need a CUDA device, so it runs "
+            "without one"]
+        return None
+    if options.fsdp:
+        compiled.notes = list(compiled.notes) + [
+            "cuda_graphs: left off for FSDP programs (their collectives and the wait hooks that time them are "
+            "host-driven)"]
+        return None
+    from .executors.cuda_graphs import GraphedRun, written_inputs
+
+    compiled.graphs = GraphedRun(compiled.run, written_inputs(trace))
+    return compiled.graphs
 
 
 def _keep_memory_promise(jfn, trace, part, executor, compiled):
@@ -222,10 +245,13 @@ def _raise_recompile_limits() -> None:
 
 
 def jit(fn=None, *, fusion: str = "none", executor: str = "auto", fusion_cache: bool = True,
-        sort_waits: bool = True, fsdp: str | None = None, **extra) -> JitFunction:
-    """Compile ``fn`` (a function or ``nn.Module``) with trace_lab; see :class:`Options`."""
+        sort_waits: bool = True, fsdp: str | None = None, cuda_graphs: bool = False, **extra) -> JitFunction:
+    """Compile ``fn`` (a function or ``nn.Module``) with trace_lab; see :class:`Options`.
+
+    ``cuda_graphs=True`` replays each CUDA program from a recorded CUDA graph after a warm-up call
+    (:mod:`trace_lab.executors.cuda_graphs`): outputs then live in the graph's memory until the next call."""
     opts = Options(fusion=fusion, executor=executor, fusion_cache=fusion_cache, sort_waits=sort_waits,
-                   fsdp=fsdp, extra=extra)
+                   fsdp=fsdp, cuda_graphs=cuda_graphs, extra=extra)
     if fn is None:
         return lambda f: JitFunction(f, opts)
     if not callable(fn):

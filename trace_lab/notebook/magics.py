@@ -31,7 +31,7 @@ __all__ = ["ThunderTraceMagics", "load_ipython_extension"]
 # options that take a value (for splitting the line form into options and expression)
 _VALUED = {"--fusion", "--executor", "--runs", "--name", "-o", "--output", "--nproc", "--fsdp", "--max-inflight",
            "--max-region-ops"}
-_FLAGS = {"--no-fusion-cache", "--no-sort-waits", "--compare"}
+_FLAGS = {"--no-fusion-cache", "--no-sort-waits", "--cuda-graphs", "--compare"}
 _TOKEN = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\S+)""")
 
 
@@ -99,6 +99,10 @@ class ThunderTraceMagics(Magics):
                    "regions (the fusion-definition cache).")
     @argument("--no-sort-waits", action="store_true",
               help="keep each collective's wait right after it instead of moving it next to its first consumer.")
+    @argument("--cuda-graphs", action="store_true",
+              help="on a GPU, record each compiled program into a CUDA graph after its first call and replay it "
+                   "(removes the per-kernel host cost; outputs are overwritten by the next call). Ignored, with a "
+                   "note, on the CPU and with --fsdp.")
     @argument("--runs", type=int, default=3, metavar="N",
               help="timed runs after the first call, for the steady-state time (default 3); one more run "
                    "measures peak memory. The cell's side effects (optimizer steps, appends, prints) REPEAT on "
@@ -175,7 +179,7 @@ class ThunderTraceMagics(Magics):
         try:
             options = RunOptions(fusion=args.fusion, executor=args.executor or default_executor(),
                                  fusion_cache=not args.no_fusion_cache, sort_waits=not args.no_sort_waits,
-                                 runs=args.runs, nproc=args.nproc, fsdp=args.fsdp,
+                                 cuda_graphs=args.cuda_graphs, runs=args.runs, nproc=args.nproc, fsdp=args.fsdp,
                                  max_inflight=args.max_inflight, max_region_ops=args.max_region_ops).validate()
         except TraceLabError as e:
             raise UsageError(str(e)) from None

@@ -43,6 +43,7 @@ class RunOptions:
     executor: str = "auto"
     fusion_cache: bool = True
     sort_waits: bool = True
+    cuda_graphs: bool = False
     runs: int = 3
     nproc: int | None = None
     fsdp: str | None = None
@@ -75,6 +76,8 @@ class RunOptions:
             parts.append("no cache")
         if not self.sort_waits:
             parts.append("no wait sorting")
+        if self.cuda_graphs:
+            parts.append("CUDA graphs")
         if self.nproc:
             parts.append(f"nproc={self.nproc}")
         if self.fsdp:
@@ -126,6 +129,8 @@ def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
     extra = {} if options.max_inflight is None else {"max_inflight_gathers": options.max_inflight or None}
     if options.max_region_ops is not None:
         extra["max_region_ops"] = options.max_region_ops
+    if options.cuda_graphs:
+        extra["cuda_graphs"] = True
     report = trace_lab.inspect(
         fn, *args, fusion=options.fusion, executor=options.executor, fusion_cache=options.fusion_cache,
         sort_waits=options.sort_waits, fsdp=options.fsdp, runs=options.runs, measure_memory=options.runs > 0,

@@ -125,6 +125,7 @@ class LabView:
                                    layout=W.Layout(width="190px"))
         self.cache = W.Checkbox(value=options.fusion_cache, description="fusion cache", indent=False, layout=lay)
         self.sort_waits = W.Checkbox(value=options.sort_waits, description="sort waits", indent=False, layout=lay)
+        self.cuda_graphs = W.Checkbox(value=options.cuda_graphs, description="CUDA graphs", indent=False, layout=lay)
         self.nruns = W.BoundedIntText(value=options.runs, min=0, max=10000, description="runs",
                                       layout=W.Layout(width="130px"))
         self.rerun_button = W.Button(description="Rerun", button_style="primary", icon="refresh",
@@ -150,7 +151,7 @@ class LabView:
         self.tabs.titles = ("Summary", "Trace", "Graph", "Memory", "Compare")
         self.widget = W.VBox([
             W.HTML(f"<style>{css()}</style>"),
-            W.HBox([self.fusion, self.executor, self.cache, self.sort_waits, self.nruns, self.rerun_button,
+            W.HBox([self.fusion, self.executor, self.cache, self.sort_waits, self.cuda_graphs, self.nruns, self.rerun_button,
                     self.stop_button], layout=W.Layout(flex_flow="row wrap", align_items="center")),
             W.HBox([self.progress, self.step, self.status], layout=W.Layout(align_items="center")),
             W.HBox([self.run_select, self.program_select, self.kind_select], layout=W.Layout(flex_flow="row wrap")),
@@ -202,7 +203,7 @@ class LabView:
     def options_from_controls(self) -> RunOptions:
         return self.options.changed(fusion=self.fusion.value, executor=self.executor.value,
                                     fusion_cache=bool(self.cache.value), sort_waits=bool(self.sort_waits.value),
-                                    runs=int(self.nruns.value))
+                                    cuda_graphs=bool(self.cuda_graphs.value), runs=int(self.nruns.value))
 
     def rerun(self, options: RunOptions | None = None) -> bool:
         """Start a rerun in the background with the controls' options; False if one is running."""
@@ -245,7 +246,8 @@ class LabView:
         for key, value in new.items():
             if first[key] != value:
                 words.append({"fusion_cache": "cache " + ("on" if value else "off"),
-                              "sort_waits": "wait sorting " + ("on" if value else "off")}.get(key, f"{key}={value}"))
+                              "sort_waits": "wait sorting " + ("on" if value else "off"),
+                              "cuda_graphs": "CUDA graphs " + ("on" if value else "off")}.get(key, f"{key}={value}"))
         return ", ".join(words) or "rerun"
 
     def _progress(self, msg: str) -> None:

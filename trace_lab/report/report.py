@@ -38,11 +38,17 @@ def _part_summary(part, materialized: bool) -> dict:
         "executor": getattr(compiled, "executor", None),
         "executor_seconds": getattr(compiled, "compile_seconds", 0.0),
         "regions": list(getattr(compiled, "regions", []) or []),
-        "notes": list(getattr(compiled, "notes", []) or []),
+        "notes": list(getattr(compiled, "notes", []) or []) + _graph_notes(compiled),
         "capture_seconds": part.capture_seconds,
         # per-line memory of the final stage: name, allocated, freed, live_after, high_water
         "liveness": part.traces[-1].liveness(materialized).to_dict() if part.traces else None,
     }
+
+
+def _graph_notes(compiled) -> list[str]:
+    """cuda_graphs: how often this program was recorded, replayed and run without its graph."""
+    graphs = getattr(compiled, "graphs", None)
+    return [] if graphs is None else [graphs.summary()] + list(graphs.notes)
 
 
 def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]]:

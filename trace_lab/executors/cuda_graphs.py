@@ -1,0 +1,198 @@
+"""CUDA graphs over a compiled program: record its launches once, replay them.
+
+trace_lab's runtime walks a program from Python: every fused region is one or
+more ``FusionDefinition.execute`` calls and every op between them a torch call,
+each paying host time. On a fast GPU that host time, not the kernels, sets the
+iteration time (benchmarks/BENCHMARKS.md). ``cuda_graphs=True`` wraps the run of
+each CUDA program in a :class:`GraphedRun`:
+
+* call 1 runs the program as usual (warm-up: lazy initialisation, first
+  launches) and notes where each tensor input lives;
+* call 2 records the program into a graph. Inputs found at the same address on
+  both calls (parameters, optimizer state, the saved tensors of a graphed
+  forward) are recorded in place, so the program's in-place updates land on
+  them; the others get a static buffer that every call copies into (and, for
+  inputs the program writes, copies back out of). Then it replays;
+* later calls copy the moving inputs in and replay.
+
+Outputs live in the graph's memory: each call hands out fresh tensor objects
+over it and keeps weak references to them. If one of the previous call's
+outputs is still held when the program is called again (two forwards before a
+backward), replaying would overwrite it, so that call runs un-graphed instead.
+A recorded-in-place input that moves, or a non-tensor argument that changes,
+makes the program record again (at most ``MAX_RECORDINGS`` times, then it runs
+un-graphed). A program that cannot be recorded (a host sync, a CPU op, a
+collective) runs un-graphed; :attr:`GraphedRun.notes` says why.
+
+The recorder is a parameter so the policy above is tested on the CPU with a
+stand-in (tests/test_cuda_graphs.py); :func:`cuda_recorder` is the real one.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Callable
+
+import torch
+import torch.fx as fx
+
+__all__ = ["GraphedRun", "cuda_recorder", "written_inputs", "MAX_RECORDINGS"]
+
+MAX_RECORDINGS = 3
+
+
+def written_inputs(trace) -> set[int]:
+    """Positions of the inputs that the program writes in place (``copy_`` into a parameter,
+    an optimizer's state), looking inside fused regions too."""
+    gm = trace.gm
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return {placeholders.index(n) for n in _written_placeholders(gm)}
+
+
+def _written_placeholders(gm: fx.GraphModule) -> set[fx.Node]:
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out: set[fx.Node] = set()
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            schema = getattr(n.target, "_schema", None)
+            if schema is None:
+                continue
+            for arg, a in zip(n.args, schema.arguments):
+                if isinstance(arg, fx.Node) and arg.op == "placeholder" and a.alias_info is not None \
+                        and a.alias_info.is_write:
+                    out.add(arg)
+        elif n.op == "call_module":
+            sub = gm.get_submodule(n.target)
+            if not isinstance(sub, fx.GraphModule):
+                continue
+            inner = [p for p in sub.graph.nodes if p.op == "placeholder"]
+            for p in _written_placeholders(sub):
+                arg = n.args[inner.index(p)]
+                if isinstance(arg, fx.Node) and arg.op == "placeholder":
+                    out.add(arg)
+    return {n for n in out if n in placeholders}
+
+
+def cuda_recorder(run: Callable, static_inputs: list):
+    """Record ``run(static_inputs)`` into a ``torch.cuda.CUDAGraph`` (own memory pool, side
+    stream as torch requires); returns (replay, static outputs, bytes the pool reserved)."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        # entering empties the allocator's cache; from here on new segments are the graph's pool
+        reserved = torch.cuda.memory_reserved()
+        outs = run(static_inputs)
+    torch.cuda.synchronize()
+    return graph.replay, outs, torch.cuda.memory_reserved() - reserved
+
+
+def _address(x):
+    return (x.data_ptr(), tuple(x.shape), tuple(x.stride()), x.dtype) if isinstance(x, torch.Tensor) else None
+
+
+class GraphedRun:
+    """``run(args) -> outputs`` of a program, replayed from a recorded graph after a warm-up call."""
+
+    def __init__(self, run: Callable, written: set[int], recorder: Callable = cuda_recorder):
+        self.run = run
+        self.written = set(written)
+        self.recorder = recorder
+        self.calls = 0
+        self.replays = 0
+        self.recordings = 0
+        self.ungraphed = 0
+        self.pool_bytes = 0
+        self.notes: list[str] = []
+        self._warmed = False
+        self._stable: dict[int, tuple] = {}  # input -> address it had on the warm-up call
+        self._moving: set[int] = set()  # inputs copied into static buffers
+        self._recorded = None  # (replay, static inputs, static outputs, in-place addresses, constants)
+        self._handed_out: list = []  # weak references to the previous call's outputs
+        self._gave_up: str | None = None
+
+    # -- calling ---------------------------------------------------------------------------
+    def __call__(self, args):
+        self.calls += 1
+        if self._gave_up is not None:
+            return self._ungraphed(args)
+        if not self._warmed:
+            self._warmed = True
+            self._stable = {i: _address(a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)}
+            return self._ungraphed(args)
+        if any(ref() is not None for ref in self._handed_out):
+            # replaying would overwrite an output the caller still holds
+            self.ungraphed += 1
+            return self.run(args)
+        if self._recorded is None or not self._matches(args):
+            if self.recordings >= MAX_RECORDINGS:
+                self._give_up(f"its in-place inputs or constant arguments changed after {MAX_RECORDINGS} "
+                              "recordings")
+                return self._ungraphed(args)
+            try:
+                self._record(args)
+            except Exception as e:  # noqa: BLE001 - not recordable: run un-graphed and say why
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+                self._give_up(f"recording failed ({type(e).__name__}: {first})")
+                return self._ungraphed(args)
+        return self._replay(args)
+
+    # -- internals ---------------------------------------------------------------------------
+    def _ungraphed(self, args):
+        self.ungraphed += 1
+        return self.run(args)
+
+    def _give_up(self, why: str) -> None:
+        self._gave_up = why
+        self._recorded = None
+        self.notes.append(f"cuda_graphs: this program runs without a CUDA graph: {why}")
+
+    def _matches(self, args) -> bool:
+        _, static, _, in_place, constants = self._recorded
+        for i, a in enumerate(args):
+            if i in in_place:
+                if _address(a) != in_place[i]:
+                    return False  # it moved: the next recording gives it a static buffer
+            elif i in constants and a != constants[i]:
+                return False
+        return True
+
+    def _record(self, args) -> None:
+        static, in_place, constants = [], {}, {}
+        host = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.device.type != "cuda"]
+        if host and self.recorder is cuda_recorder:
+            raise ValueError(f"input {host[0]} is a {args[host[0]].device.type} tensor; a graph would freeze "
+                             "the value it had while recording")
+        for i, a in enumerate(args):
+            if not isinstance(a, torch.Tensor):
+                static.append(a)
+                constants[i] = a
+            elif i not in self._moving and _address(a) == self._stable.get(i):
+                static.append(a.detach())  # recorded in place (a new object: the caller's may die)
+                in_place[i] = _address(a)
+            else:
+                self._moving.add(i)
+                buf = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+                buf.copy_(a)
+                static.append(buf)
+        self._stable = dict(in_place)
+        self.recordings += 1
+        replay, outs, pool = self.recorder(self.run, static)
+        self.pool_bytes = max(self.pool_bytes, pool)
+        self._recorded = (replay, static, tuple(outs), in_place, constants)
+
+    def _replay(self, args):
+        replay, static, outs, in_place, _ = self._recorded
+        for i in self._moving:
+            if static[i].data_ptr() != args[i].data_ptr():
+                static[i].copy_(args[i])
+        replay()
+        for i in self.written & self._moving:
+            if static[i].data_ptr() != args[i].data_ptr():
+                args[i].copy_(static[i])
+        self.replays += 1
+        handed = tuple(o.detach() if isinstance(o, torch.Tensor) else o for o in outs)
+        self._handed_out = [weakref.ref(o) for o in handed if isinstance(o, torch.Tensor)]
+        return handed
+
+    def summary(self) -> str:
+        return (f"cuda_graphs: {self.recordings} recording{'s' if self.recordings != 1 else ''}, "
+                f"{self.replays} replays, {self.ungraphed} un-graphed calls, "
+                f"graph pool {self.pool_bytes / 2 ** 20:.1f} MiB")
