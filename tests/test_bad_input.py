@@ -73,3 +73,9 @@ def test_traces_before_any_call_explain_what_to_do():
 def test_function_with_no_tensor_ops_says_so():
     report = trace_lab.inspect(lambda: 3, runs=0)
     assert any("no program was compiled" in w for w in report.warnings)
+
+
+def test_misspelt_option_is_an_error_that_names_the_right_one():
+    with pytest.raises(TypeError, match="'cuda_graph' \\(did you mean 'cuda_graphs'\\?\\)"):
+        trace_lab.jit(lambda x: x + 1, cuda_graph=True)
+    trace_lab.jit(lambda x: x + 1, max_region_ops=4)  # a pass's option is accepted

@@ -154,3 +154,4 @@ def test_magic_flag_reaches_the_options():
 
     opts = RunOptions(cuda_graphs=True).validate()
     assert "CUDA graphs" in opts.describe()
+

@@ -16,7 +16,7 @@ are not disturbed by it; see :mod:`trace_lab.measure`.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import torch
 
@@ -29,6 +29,11 @@ from .trace import Trace
 __all__ = ["Options", "JitFunction", "jit", "last_traces", "last_backward_traces", "FUSION_STRATEGIES"]
 
 FUSION_STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+# options read by passes from Options.extra (and only these: a misspelt one is an error, not ignored)
+EXTRA_OPTIONS = {
+    "max_region_ops": "cap on the ops of one horizontal region (passes/fusion.py)",
+    "max_inflight_gathers": "ZeRO-3 all-gathers in flight at once, None = unlimited (passes/sort_waits.py)",
+}
 EXECUTOR_CHOICES = ("auto", "eager", "inductor", "nvfuser")
 
 
@@ -51,6 +56,15 @@ class Options:
             raise ValueError(f"executor={self.executor!r} is not known; choose one of {', '.join(EXECUTOR_CHOICES)}")
         if self.fsdp not in (None, "zero2", "zero3"):
             raise ValueError(f"fsdp={self.fsdp!r}: choose zero2, zero3 or leave it unset")
+        unknown = sorted(set(self.extra) - set(EXTRA_OPTIONS))
+        if unknown:
+            import difflib
+
+            known = [f.name for f in fields(self) if f.name != "extra"] + sorted(EXTRA_OPTIONS)
+            hints = [f"{u!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(u, known, 1)) else repr(u)
+                     for u in unknown]
+            raise TypeError(f"trace_lab.jit got unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+                            f"options: {', '.join(known)}")
         return self
 
     def to_dict(self) -> dict:
