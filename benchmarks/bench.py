@@ -131,8 +131,7 @@ def _compile(system: str, fn, strategy=None, cache=True, extra=None):
 
 def _graph_stats(jfn) -> dict:
     """cuda_graphs rows: recordings, replays, un-graphed calls and the graphs' memory pools."""
-    graphs = [part.compiled.graphs for p in jfn.programs for part in p.parts
-              if part.compiled is not None and getattr(part.compiled, "graphs", None) is not None]
+    graphs = jfn.graphed_runs()
     if not graphs:
         return {}
     return {"graph_recordings": sum(g.recordings for g in graphs), "graph_replays": sum(g.replays for g in graphs),
@@ -296,8 +295,7 @@ def label(r: dict) -> str:
         return "thunder (ThunderCompiler)"
     if r["system"] != "trace_lab":
         return r["system"]
-    extra = "".join(" cuda graphs" if k == "cuda_graphs" else f" {k}={v}" for k, v in (r.get("extra") or {}).items())
-    return f"trace_lab nvfuser {r['strategy']}{extra} cache={'on' if r.get('cache', True) else 'off'}"
+    return f"trace_lab nvfuser {_variant(r)} cache={'on' if r.get('cache', True) else 'off'}"
 
 
 def _error_summary(text: str) -> str:
@@ -363,7 +361,8 @@ def _find(rows, variant=None, **kw):
 
 def _variant(r: dict) -> str:
     """A trace_lab row's strategy plus its extra options, e.g. 'dataflow cuda graphs'."""
-    return label(r).removeprefix("trace_lab nvfuser ").split(" cache=")[0]
+    extra = "".join(" cuda graphs" if k == "cuda_graphs" else f" {k}={v}" for k, v in (r.get("extra") or {}).items())
+    return f"{r['strategy']}{extra}"
 
 
 def _target(name, value, limit, unit, better="lower", note=""):

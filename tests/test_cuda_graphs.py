@@ -123,6 +123,16 @@ def test_recording_failure_runs_ungraphed_and_says_why():
     assert any("recording failed (RuntimeError: operation not permitted" in n for n in g.notes), g.notes
 
 
+
+def test_host_tensor_input_is_refused_by_the_cuda_recorder():
+    """A CPU tensor read by a recorded graph would be frozen at its recording value."""
+    g = GraphedRun(program, written={2})  # the real recorder: it refuses before touching CUDA
+    a, b, c = make()
+    for k in range(3):
+        (out,) = g([a, b, c, float(k)])
+        torch.testing.assert_close(out, reference(a, b, float(k)))
+    assert g.replays == 0 and any("is a cpu tensor" in n for n in g.notes), g.notes
+
 def test_written_inputs_are_the_inputs_the_program_changes():
     """Checked against what running the compiled program actually changes, fused regions included."""
     for fusion in ("none", "dataflow"):

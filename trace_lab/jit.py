@@ -116,6 +116,11 @@ class JitFunction:
     def programs(self) -> list[Program]:
         return self.session.programs
 
+    def graphed_runs(self) -> list:
+        """The GraphedRun of every program part compiled with ``cuda_graphs=True`` on CUDA."""
+        return [part.compiled.graphs for p in self.programs for part in p.parts
+                if getattr(part.compiled, "graphs", None) is not None]
+
     @contextlib.contextmanager
     def measuring(self):
         """Measure each program's peak memory while the block runs."""
@@ -126,7 +131,6 @@ class JitFunction:
             self._measure = old
 
     # -- the per-program compiler (called by capture) ---------------------------------------
-
     def _executor(self, name: str):
         if name not in self._executors:
             self._executors[name] = get_executor(name, fusion_cache=self.options.fusion_cache)
@@ -143,12 +147,18 @@ class JitFunction:
         if reason not in self.executor_reasons:
             self.executor_reasons.append(reason)
         executor = self._executor(exec_name)
-        part.traces = run_pipeline(trace, PassContext(self.options, executor))
-        for stage in part.traces:  # so printed liveness matches how this executor runs regions
-            stage.info["materialized_regions"] = executor.materializes_regions
+        def plan(keep_unfused=frozenset()):
+            stages = run_pipeline(trace, PassContext(self.options, executor, keep_unfused))
+            for stage in stages:  # so printed liveness matches how this executor runs regions
+                stage.info["materialized_regions"] = executor.materializes_regions
+            return stages
+
+        part.traces = plan()
         compiled = executor.compile(part.traces[-1])
         if self.options.fusion == "memory" and not executor.materializes_regions:
-            compiled = _keep_memory_promise(self, trace, part, executor, compiled)
+            from .memory_guard import keep_promise
+
+            compiled = keep_promise(part, executor, compiled, plan)
         part.compiled = compiled
         graphed = _graphed_run(self.options, part.traces[-1], compiled)
         jfn = self
@@ -195,48 +205,6 @@ def _graphed_run(options: Options, trace: Trace, compiled):
 
     compiled.graphs = GraphedRun(compiled.run, written_inputs(trace))
     return compiled.graphs
-
-
-def _keep_memory_promise(jfn, trace, part, executor, compiled):
-    """fusion='memory': re-plan without the regions whose compiled code costs more memory
-    than planned, while the compiled peak is above the unfused program's (see
-    :mod:`trace_lab.memory_guard`)."""
-    from .analysis.liveness import CUDA_ROUNDING
-    from .memory_guard import MAX_ROUNDS, overrunning_regions, peak_above_inputs, unfused_baseline
-    from .printer import format_bytes
-
-    base = unfused_baseline(part.traces)
-    if base is None:
-        return compiled
-    limit = peak_above_inputs(base, False)
-    rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
-    keep_unfused: set[str] = set()
-    said: list[str] = []
-    for _ in range(MAX_ROUNDS):
-        peak = peak_above_inputs(part.traces[-1], False)
-        if peak <= limit:
-            break
-        over = [r for r in overrunning_regions(part.traces[-1], rounding) if not set(r[2]) <= keep_unfused]
-        if not over:
-            break
-        excess, name, nodes = over[0]
-        keep_unfused |= set(nodes)
-        said.append(f"memory strategy: compiled peak {format_bytes(peak)} was above the unfused program's "
-                    f"{format_bytes(limit)} because {name}'s compiled code takes {format_bytes(excess)} more than "
-                    f"planned; its {len(nodes)} ops are left unfused and the program re-planned")
-        part.traces = run_pipeline(trace, PassContext(jfn.options, executor, frozenset(keep_unfused)))
-        for stage in part.traces:
-            stage.info["materialized_regions"] = executor.materializes_regions
-        compiled = executor.compile(part.traces[-1])
-    peak = peak_above_inputs(part.traces[-1], False)
-    if peak > limit:
-        after = f" after {len(said)} re-plan{'s' if len(said) != 1 else ''}" if said else ""
-        said.append(f"memory strategy: compiled peak {format_bytes(peak)} is still above the unfused program's "
-                    f"{format_bytes(limit)}{after}: the rest is what compiled regions allocate beyond the plan "
-                    "(scratch inside their call; the plain ops they replace may allocate scratch too, which the "
-                    "model does not count)")
-    compiled.notes = said + list(compiled.notes)
-    return compiled
 
 
 def _joint_preparer(options: Options):

@@ -75,6 +75,10 @@ def _written_placeholders(gm: fx.GraphModule) -> set[fx.Node]:
 def cuda_recorder(run: Callable, static_inputs: list):
     """Record ``run(static_inputs)`` into a ``torch.cuda.CUDAGraph`` (own memory pool, side
     stream as torch requires); returns (replay, static outputs, bytes the pool reserved)."""
+    host = [i for i, a in enumerate(static_inputs) if isinstance(a, torch.Tensor) and a.device.type != "cuda"]
+    if host:
+        raise ValueError(f"input {host[0]} is a {static_inputs[host[0]].device.type} tensor; a graph would freeze "
+                         "the value it had while recording")
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         # entering empties the allocator's cache; from here on new segments are the graph's pool
@@ -156,10 +160,6 @@ class GraphedRun:
 
     def _record(self, args) -> None:
         static, in_place, constants = [], {}, {}
-        host = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.device.type != "cuda"]
-        if host and self.recorder is cuda_recorder:
-            raise ValueError(f"input {host[0]} is a {args[host[0]].device.type} tensor; a graph would freeze "
-                             "the value it had while recording")
         for i, a in enumerate(args):
             if not isinstance(a, torch.Tensor):
                 static.append(a)

@@ -47,7 +47,7 @@ from .base import CompiledProgram, Executor, register
 from .eager import interpret
 from .fusion_cache import FusionCache, region_signature, signature_hash
 from .workspace import example_tensor as _example
-from .workspace import measure_workspace, with_measured_layout
+from .workspace import measure_workspace, record_compiled_region
 
 __all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region"]
 
@@ -168,12 +168,7 @@ class InductorExecutor(Executor):
             if fn not in self._measured:  # once per compiled region (a cache hit reuses the figure)
                 self._measured[fn] = measure_workspace(fn, input_vals, rounding)
             workspace, out_bytes, layout = self._measured[fn]
-            # a new dict: the region record may be shared with an earlier stage's node
-            planned = region.get("planned_output_bytes")  # as the fusion pass planned it
-            if planned is None:
-                planned = region_output_bytes(node, rounding)
-            region = with_measured_layout(region, layout, tensor_values(node.meta.get("val")))
-            node.meta["region"] = {**region, "workspace_bytes": workspace or 0, "planned_output_bytes": planned}
+            planned = record_compiled_region(node, layout, workspace, rounding)
             records.append({"name": node.target, "signature": signature_hash(signature),
                             "ops": list(region.get("ops", [])), "cache_hit": hit, "compile_seconds": seconds,
                             "workspace_bytes": workspace, "output_bytes": out_bytes,

@@ -23,11 +23,11 @@ import torch
 import torch.fx as fx
 
 from ..errors import MissingDependencyError
-from ..trace import Trace, tensor_values
+from ..trace import Trace
 from .base import CompiledProgram, Executor, register
-from ..analysis.liveness import CUDA_ROUNDING, region_output_bytes
+from ..analysis.liveness import CUDA_ROUNDING
 from .eager import interpret
-from .workspace import measure_workspace, with_measured_layout
+from .workspace import measure_workspace, record_compiled_region
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import RegionProgram, Segment, build_definition, segment_signature, split_region, torch_target
@@ -252,11 +252,7 @@ class NvFuserExecutor(Executor):
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             self._workspace[key] = measure_workspace(program, input_vals, CUDA_ROUNDING)
         workspace, out_bytes, layout = self._workspace[key]
-        planned = meta.get("planned_output_bytes")  # as the fusion pass planned it
-        if planned is None:
-            planned = region_output_bytes(node, CUDA_ROUNDING)
-        meta = with_measured_layout(meta, layout, tensor_values(node.meta.get("val")))
-        node.meta["region"] = {**meta, "workspace_bytes": workspace or 0, "planned_output_bytes": planned}
+        record_compiled_region(node, layout, workspace, CUDA_ROUNDING)
         fused = [e for e in seg_entries if "fallback" not in e]
         region_entry = {
             "name": name,

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import torch
 
-from ..analysis.liveness import tensor_bytes
+from ..analysis.liveness import region_output_bytes, tensor_bytes
+from ..trace import tensor_values
 
 __all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "output_layout", "measure_workspace"]
 
@@ -125,3 +126,17 @@ def with_measured_layout(region: dict, layout, captured_vals) -> dict:
         return region
     return {**region, "aliases": [tuple(a) if a is not None else None for a in aliases],
             "output_storage_bytes": list(storage_bytes)}
+
+
+def record_compiled_region(node, layout, workspace, rounding: int) -> int:
+    """Write on ``node.meta['region']`` (a new dict: the record may be shared with an earlier
+    stage's node) what compiling the region found - its real output layout and its workspace -
+    keeping the output bytes the fusion plan assumed as ``planned_output_bytes`` (set once, at the
+    first compile: :mod:`trace_lab.memory_guard` compares against it). Returns those planned bytes."""
+    region = node.meta.get("region") or {}
+    planned = region.get("planned_output_bytes")
+    if planned is None:
+        planned = region_output_bytes(node, rounding)
+    region = with_measured_layout(region, layout, tensor_values(node.meta.get("val")))
+    node.meta["region"] = {**region, "workspace_bytes": workspace or 0, "planned_output_bytes": planned}
+    return planned
