@@ -23,7 +23,7 @@ import torch
 
 from . import compare
 from .jit import JitFunction, jit
-from .measure import median, synchronize, time_calls
+from .measure import median, synchronize, time_host_device
 
 __all__ = ["inspect", "default_loss"]
 
@@ -108,9 +108,11 @@ def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cach
     measurements = jfn.measurements[n_measure:]
 
     times: list[float] = []
+    timing = None
     if runs > 0:
         say(f"timing {runs} runs")
-        times = time_calls(lambda: call(jfn, args), device, runs)
+        timed = time_host_device(lambda: call(jfn, args), device, runs)  # host and (CUDA) device time per call
+        times, timing = timed.seconds, timed.to_dict()
     comm = None
     if measure_comm or (measure_comm is None and runs > 0 and _multi_process_collectives(jfn)):
         say("measuring exposed communication (wait stalls, collective calibration)")
@@ -119,7 +121,7 @@ def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cach
         comm = _measure_comm(lambda: call(jfn, args), device, jfn=jfn, steps=1, iter_seconds=median(times))
     return Report.from_run(jfn, name=name, device=device, first_run_seconds=first_run,
                            steady_seconds=median(times), run_seconds=times, comparison=comparison,
-                           measurements=measurements, warnings=warnings, comm=comm)
+                           measurements=measurements, warnings=warnings, comm=comm, timing=timing)
 
 
 def _multi_process_collectives(jfn) -> bool:

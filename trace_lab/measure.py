@@ -8,6 +8,10 @@
   maximum is the peak above entry. This counts every byte the allocator hands
   out, including small scalar temporaries that the model ignores.
 * Time: CUDA events or ``perf_counter`` around device-synchronised calls.
+  :func:`time_host_device` splits each call into host time (``perf_counter`` until
+  the Python call returns: launching) and, on CUDA, device time (CUDA events recorded
+  before and after the call, elapsed on the device). On CUDA, a call whose host time is
+  close to its device time kept the device waiting for launches: host-bound.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import time
 
 import torch
 
-__all__ = ["measure_peak", "synchronize", "time_calls"]
+__all__ = ["measure_peak", "synchronize", "time_calls", "time_host_device", "CallTimes", "HOST_BOUND_RATIO"]
 
 
 @contextlib.contextmanager
@@ -82,23 +86,70 @@ def measure_peak(run, args, device: torch.device):
     return run(args), None, f"not measured on {device.type}"
 
 
-def time_calls(call, device: torch.device, runs: int) -> list[float]:
-    """Seconds for each of ``runs`` device-synchronised calls of ``call()``."""
-    times = []
+# host >= this fraction of device time: the device waited for launches, the program is host-bound
+HOST_BOUND_RATIO = 0.8
+
+
+class CallTimes:
+    """Per-call seconds of timed calls: ``host`` (the Python call until it returns, launching included)
+    and ``device`` (CUDA events around the call, elapsed on the device; None on CPU). ``seconds`` is the
+    steady-state time: device time on CUDA, host time elsewhere."""
+
+    def __init__(self, device: torch.device, host: list[float], device_times: list[float] | None):
+        self.device_type = device.type
+        self.host = host
+        self.device = device_times
+
+    @property
+    def seconds(self) -> list[float]:
+        return list(self.device if self.device is not None else self.host)
+
+    def bound(self) -> str | None:
+        """'host-bound' when the median host time is within HOST_BOUND_RATIO of the median device time,
+        'device-bound' otherwise; None without device times (CPU: the host's time is the time)."""
+        if not self.device or not self.host:
+            return None
+        h, d = statistics.median(self.host), statistics.median(self.device)
+        return "host-bound" if d <= 0 or h >= HOST_BOUND_RATIO * d else "device-bound"
+
+    def to_dict(self) -> dict:
+        """Plain data for the Report (``Report.timing``)."""
+        return {
+            "host_seconds": median(self.host), "device_seconds": median(self.device) if self.device else None,
+            "host_run_seconds": list(self.host), "device_run_seconds": list(self.device) if self.device else None,
+            "bound": self.bound(), "host_bound_ratio": HOST_BOUND_RATIO,
+            "method": ("host: perf_counter until the call returns; device: CUDA events around the call"
+                       if self.device is not None else "host: perf_counter around the call (no device timing on "
+                       f"{self.device_type})"),
+        }
+
+
+def time_host_device(call, device: torch.device, runs: int) -> CallTimes:
+    """Time ``runs`` calls of ``call()``, each after a device synchronisation. Host time: until the call
+    returns (on CUDA, kernels may still run after it); device time (CUDA only): events recorded just before
+    and just after the call, read after synchronising."""
+    host, dev = [], ([] if device.type == "cuda" else None)
     for _ in range(runs):
         synchronize(device)
         if device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
+            t0 = time.perf_counter()
             call()
+            host.append(time.perf_counter() - t0)
             end.record()
             end.synchronize()
-            times.append(start.elapsed_time(end) / 1e3)
+            dev.append(start.elapsed_time(end) / 1e3)
         else:
             t0 = time.perf_counter()
             call()
-            times.append(time.perf_counter() - t0)
-    return times
+            host.append(time.perf_counter() - t0)
+    return CallTimes(device, host, dev)
+
+
+def time_calls(call, device: torch.device, runs: int) -> list[float]:
+    """Seconds for each of ``runs`` device-synchronised calls of ``call()`` (CUDA events on CUDA)."""
+    return time_host_device(call, device, runs).seconds
 
 
 def median(xs):

@@ -70,6 +70,20 @@ def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]
     return rows
 
 
+def _timing_text(t: dict) -> str:
+    """'host 4.1 ms (launching), device 4.3 ms (CUDA events): host-bound' on CUDA; the host time on CPU."""
+    host, dev = t.get("host_seconds"), t.get("device_seconds")
+    if host is None:
+        return "not timed"
+    if dev is None:
+        return f"host {host * 1e3:.3f} ms (median; CPU: the host's time is the program's time)"
+    bound = t.get("bound")
+    why = {"host-bound": "the device waits for launches: fewer, larger kernels or CUDA graphs help",
+           "device-bound": "launching returns before the device finishes: the kernels are the time"}.get(bound, "")
+    return (f"host {host * 1e3:.3f} ms (until the call returns: launching), device {dev * 1e3:.3f} ms (CUDA events)"
+            + (f": {bound} ({why})" if bound else ""))
+
+
 @dataclass
 class Report:
     name: str
@@ -87,12 +101,15 @@ class Report:
     created: str = ""
     torch_version: str = ""
     comm: dict | None = None  # multi-process runs: measured wait stalls (trace_lab.distributed.comm_measure)
+    # per timed call: host time (until the call returns) and, on CUDA, device time (CUDA events) and
+    # whether the program is host-bound (trace_lab.measure.CallTimes.to_dict); None when not timed
+    timing: dict | None = None
     jfn: object = field(default=None, repr=False, compare=False)
 
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_run(cls, jfn, *, name, device, first_run_seconds, steady_seconds, run_seconds, comparison,
-                 measurements, warnings, comm=None) -> "Report":
+                 measurements, warnings, comm=None, timing=None) -> "Report":
         programs = []
         passes = executor_s = 0.0
         mat = {}
@@ -128,7 +145,7 @@ class Report:
             first_run_seconds=first_run_seconds, steady_seconds=steady_seconds, run_seconds=list(run_seconds),
             comparison=comparison.to_dict() if comparison is not None else None, memory=memory,
             warnings=list(dict.fromkeys(warnings)), created=datetime.datetime.now().isoformat(timespec="seconds"),
-            torch_version=torch.__version__, comm=comm, jfn=jfn,
+            torch_version=torch.__version__, comm=comm, timing=timing, jfn=jfn,
         )
 
     @classmethod
@@ -181,6 +198,8 @@ class Report:
                 ("first run", f"{self.first_run_seconds:.3f} s"),
                 ("steady state", f"{self.steady_seconds * 1e3:.3f} ms (median of {len(self.run_seconds)})"
                  if self.steady_seconds is not None else "not timed")]
+        if self.timing:
+            rows.append(("time per call", _timing_text(self.timing)))
         for m in self.memory:
             measured = m["measured_peak_above_inputs_bytes"]
             rows.append((f"peak {m['kind']} #{m['program']}",
