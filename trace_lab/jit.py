@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 import torch
 
+from .analysis.handover import owned_backward_inputs
 from .capture import CaptureSession, Program, ProgramPart
 from .errors import TraceLabError, explain_compile_error
 from .executors import get_executor, resolve_executor
@@ -138,11 +139,13 @@ class JitFunction:
 
     def _compile_part(self, program: Program, part: ProgramPart):
         names = part.input_names
-        extra = {}
+        owned = {}
         if part.kind == "backward" and program.forward is not None and program.forward.traces:
             fw_names = program.forward.traces[0].names_by_fx_name()
             names = [fw_names.get(n, n.replace("tangents_", "tangent_")) for n in part.input_names]
-        trace = Trace(part.gm, part.kind, "as captured", names, extra_names=extra)
+            # saved activations AOTAutograd hands over: freed at their last use (analysis/handover.py)
+            owned = owned_backward_inputs(program.forward.gm, part.gm)
+        trace = Trace(part.gm, part.kind, "as captured", names, owned_inputs=owned)
         exec_name, reason = resolve_executor(self.options.executor, trace.device)
         if reason not in self.executor_reasons:
             self.executor_reasons.append(reason)

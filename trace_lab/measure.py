@@ -51,7 +51,23 @@ def synchronize(device: torch.device) -> None:
 
 
 def measure_peak(run, args, device: torch.device):
-    """(outputs, peak bytes above entry or None, method) for one boxed call."""
+    """(outputs, peak bytes above entry or None, method) for one boxed call.
+
+    Python's cyclic garbage collector is run before and held off during the call: garbage of
+    earlier calls freed inside the window would lower the figure at random."""
+    import gc
+
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _measure_peak(run, args, device)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _measure_peak(run, args, device: torch.device):
     if device.type == "cuda":
         synchronize(device)
         torch.cuda.empty_cache()  # fresh segments: cached oversize blocks would inflate the count
@@ -76,8 +92,10 @@ def measure_peak(run, args, device: torch.device):
         finally:
             with _quiet_stderr():
                 prof.stop()
-        events = sorted((ev.start_ns(), ev.nbytes()) for ev in prof.profiler.kineto_results.events()
-                        if ev.name() == "[memory]")
+        # by time only, ties in the order recorded: sorting ties by size would put a free before an
+        # allocation made in the same nanosecond and hide part of the peak
+        events = sorted(((ev.start_ns(), ev.nbytes()) for ev in prof.profiler.kineto_results.events()
+                         if ev.name() == "[memory]"), key=lambda e: e[0])
         current = peak = 0
         for _, nbytes in events:
             current += nbytes

@@ -166,6 +166,10 @@ def format_trace(trace, annotate: bool = True) -> str:
     out.append(f"def {fn}({params}):")
     for n in trace.inputs:
         out.append(f'  # {name_of(n)}: "{type_comment(n.meta.get("val"))}"')
+    for n in trace.graph.nodes:
+        if n.op == "get_attr":  # tensor literals of the user's code, held by the program
+            value = fx.graph_module._get_attr(trace.gm, n.target)
+            out.append(f'  # {name_of(n)}: "{type_comment(value)}" (constant)')
     last_src = None
     for n in trace.ops:
         src = source_line(n)
@@ -203,4 +207,6 @@ def exec_namespace(trace) -> dict:
                 ns[name] = n.target
         elif n.op == "call_module":
             ns[n.target] = trace.gm.get_submodule(n.target)
+        elif n.op == "get_attr":
+            ns[trace.name(n)] = fx.graph_module._get_attr(trace.gm, n.target)
     return ns

@@ -52,7 +52,8 @@ class Trace:
 
     def __init__(self, gm: fx.GraphModule, kind: str, stage: str = "as captured",
                  input_names: list[str] | None = None, pass_seconds: float = 0.0,
-                 extra_names: dict[str, str] | None = None, info: dict | None = None):
+                 extra_names: dict[str, str] | None = None, info: dict | None = None,
+                 owned_inputs: dict[int, str] | None = None):
         self.gm = gm
         self.kind = kind
         self.stage = stage
@@ -60,6 +61,10 @@ class Trace:
         self.info = dict(info or {})  # free-form facts passes want to show (e.g. regions)
         self._input_names = list(input_names or [])
         self._extra_names = dict(extra_names or {})
+        # inputs the caller hands over (a backward's saved activations): position -> storage group.
+        # Inputs of one group share a storage (views of one forward value). The runtime releases
+        # them at their last use and the liveness model frees them there; the rest the caller holds.
+        self.owned_inputs: dict[int, str] = dict(owned_inputs or {})
         self.names: dict[fx.Node, str] = self._assign_names()
 
     # -- structure --------------------------------------------------------------------
@@ -95,7 +100,7 @@ class Trace:
                info: dict | None = None) -> "Trace":
         """A new stage of the same program (names of inputs carried over)."""
         extra = dict(self._extra_names)
-        return Trace(gm, self.kind, stage, self._input_names, pass_seconds, extra, info)
+        return Trace(gm, self.kind, stage, self._input_names, pass_seconds, extra, info, self.owned_inputs)
 
     def _assign_names(self) -> dict[fx.Node, str]:
         names: dict[fx.Node, str] = {}
@@ -124,6 +129,14 @@ class Trace:
         regions = []
         for n in self.graph.nodes:
             if n.op in ("placeholder", "output"):
+                continue
+            if n.op == "get_attr":  # a tensor literal of the user's code: named as the program holds it
+                base = "_".join(p for p in str(n.target).split(".") if p) or "const"
+                name, k = base, 1
+                while name in used:
+                    name, k = f"{base}_{k}", k + 1
+                names[n] = name
+                used.add(name)
                 continue
             if n.op == "call_module" and isinstance(n.meta.get("region"), dict):
                 regions.append(n)

@@ -272,20 +272,42 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
         # memory on another device (a CPU scalar in a CUDA program) is not this program's
         return tensor_bytes(t, rounding) if t.device.type == device_type else 0
 
+    # inputs the caller handed over (a backward's saved activations) die at their last use; inputs
+    # of one storage group (views of one forward value) share one buffer of the group's largest storage
+    owned = getattr(trace, "owned_inputs", None) or {}
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    group_bytes: dict[str, int] = {}
+    for i, ph in enumerate(placeholders):
+        if i in owned:
+            vals = [t for t in tensor_values(ph.meta.get("val")) if t is not None]
+            group_bytes[owned[i]] = max([group_bytes.get(owned[i], 0)] + [nbytes(t) for t in vals])
+    group_buffer: dict[str, int] = {}
+    first_op = next((order[n] for n in nodes if n.op not in ("placeholder", "output", "get_attr")
+                     and not is_getitem(n)), None)
     live = 0
-    for n in nodes:
-        if n.op == "placeholder":
-            bids = []
-            for t in tensor_values(n.meta.get("val")):
-                if t is None:
-                    bids.append(None)
-                    continue
+    for i, n in enumerate(placeholders):
+        bids = []
+        for t in tensor_values(n.meta.get("val")):
+            if t is None:
+                bids.append(None)
+                continue
+            if i in owned:
+                if owned[i] in group_buffer:
+                    bid = group_buffer[owned[i]]
+                else:
+                    bid = group_buffer[owned[i]] = new_buffer(group_bytes[owned[i]])
+                    live += buffers[bid]
+                refs[bid] += 1
+                if n not in last_use and n not in outputs_used and first_op is not None:
+                    last_use[n] = first_op  # never read: released with the argument list
+            else:
                 bid = new_buffer(nbytes(t))
                 pinned.add(bid)
                 refs[bid] += 1
                 live += buffers[bid]
-                bids.append(bid)
-            value_buffers[n] = bids
+            bids.append(bid)
+        value_buffers[n] = bids
+    owned_nodes = {placeholders[i] for i in owned if i < len(placeholders)}
     entry = live
     peak, peak_index = entry, -1
     lines: list[LineMemory] = []
@@ -363,7 +385,7 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
             lu = last_use.get(v)
             if (lu is not None and lu == order[n]) or (v in produced and lu is None):
                 dead_nodes.append(v)
-                if v.op != "placeholder":
+                if v.op != "placeholder" or v in owned_nodes:
                     dead_names.append(name_of(v))
                 freed += release(v)
         live -= freed

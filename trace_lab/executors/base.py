@@ -29,6 +29,7 @@ class CompiledProgram:
     compile_seconds: float = 0.0
     regions: list[dict] = field(default_factory=list)  # per fused region: name, signature, cache hit, seconds
     notes: list[str] = field(default_factory=list)
+    source: str = ""  # the generated Python that runs the program (trace_lab.runtime.codegen)
 
 
 class Executor:

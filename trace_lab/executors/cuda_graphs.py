@@ -174,7 +174,7 @@ class GraphedRun:
                 static.append(buf)
         self._stable = dict(in_place)
         self.recordings += 1
-        replay, outs, pool = self.recorder(self.run, static)
+        replay, outs, pool = self.recorder(self.run, list(static))  # a program may clear its list
         self.pool_bytes = max(self.pool_bytes, pool)
         self._recorded = (replay, static, tuple(outs), in_place, constants)
 

@@ -44,7 +44,7 @@ from ..analysis.liveness import CUDA_ROUNDING, region_output_bytes
 from ..errors import TraceLabError
 from ..trace import Trace, is_getitem, tensor_values
 from .base import CompiledProgram, Executor, register
-from .eager import interpret
+from ..runtime import generate
 from .fusion_cache import FusionCache, region_signature, signature_hash
 from .workspace import example_tensor as _example
 from .workspace import measure_workspace, record_compiled_region
@@ -174,7 +174,8 @@ class InductorExecutor(Executor):
                             "workspace_bytes": workspace, "output_bytes": out_bytes,
                             "model_output_bytes": region_output_bytes(node, rounding),
                             "planned_output_bytes": planned})
-        run = interpret(trace, materialized_regions=False, region_runner=compiled.__getitem__)
+        program = generate(trace, region_runner=compiled.__getitem__, materialized_regions=False)
+        run = program.run
         notes = []
         if records:
             hits = sum(r["cache_hit"] for r in records)
@@ -182,7 +183,7 @@ class InductorExecutor(Executor):
                          f"{hits} cache hits" + ("" if self.fusion_cache else " (fusion cache off, Inductor caches off)"))
             notes.extend(_workspace_notes(records))
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
-                               regions=records, notes=notes)
+                               source=program.source, regions=records, notes=notes)
 
 
 def _workspace_notes(records) -> list[str]:

@@ -26,7 +26,7 @@ from ..errors import MissingDependencyError
 from ..trace import Trace
 from .base import CompiledProgram, Executor, register
 from ..analysis.liveness import CUDA_ROUNDING
-from .eager import interpret
+from ..runtime import generate
 from .workspace import measure_workspace, record_compiled_region
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
@@ -207,9 +207,11 @@ class NvFuserExecutor(Executor):
                          f"{self.hits - hits0} reused from the structural cache "
                          f"(fusion_cache={'on' if self.fusion_cache else 'off'})")
         # nvFuser may lay a region's outputs out differently from eager: views become reshapes
-        run = interpret(trace, materialized_regions=False, region_runner=programs.__getitem__, views_as_reshape=True)
+        program = generate(trace, region_runner=programs.__getitem__, views_as_reshape=True,
+                           materialized_regions=False)
+        run = program.run
         compiled = CompiledProgram(run=run, executor="nvfuser", compile_seconds=time.perf_counter() - started,
-                                   regions=regions, notes=notes)
+                                   source=program.source, regions=regions, notes=notes)
         compiled.definitions = definitions  # region name -> [FusionDefinition]; see region_definitions()
         return compiled
 

@@ -74,10 +74,22 @@ class MemoryModel:
             self.nbytes.append(nbytes)
             return len(self.nbytes) - 1
 
+        # inputs the caller handed over die at their last use, one buffer per storage group
+        # (Trace.owned_inputs, as analysis/liveness.py counts them); the others are pinned
+        owned = getattr(trace, "owned_inputs", None) or {}
+        placeholder_index = {n: i for i, n in enumerate(trace.inputs)}
+        group_bid: dict[str, int] = {}
         for n in trace.graph.nodes:
             if n.op in ("placeholder", "get_attr"):
                 ts = [t for t in tensor_values(n.meta.get("val")) if t is not None]
-                if ts:
+                group = owned.get(placeholder_index.get(n, -1))
+                if ts and group is not None:
+                    if group not in group_bid:
+                        group_bid[group] = new(0)
+                    bid = group_bid[group]
+                    self.nbytes[bid] = max(self.nbytes[bid], tensor_bytes(ts[0], rounding))
+                    self.value_bid[n] = bid
+                elif ts:
                     bid = new(tensor_bytes(ts[0], rounding))
                     self.pinned.add(bid)
                     self.value_bid[n] = bid

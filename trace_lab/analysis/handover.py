@@ -1,0 +1,64 @@
+"""Handover: which inputs of a backward program the caller gives up, and which it keeps.
+
+AOTAutograd calls a compiled backward with one list holding the saved
+activations and the incoming gradients, clears the autograd context's own
+references first (``ctx.maybe_clear_saved_tensors()``) and lets the callee
+clear the list (``steal_args=True``). A saved activation therefore dies at its
+last use in the backward, unless something else holds its storage: the
+forward's inputs (parameters, the user's tensors) and the forward's outputs
+that the user received (and their views) are held by the caller. Gradients
+coming in (``tangents_*``) stay referenced by autograd's frame.
+
+:func:`owned_backward_inputs` answers, per backward input, "owned" (with the
+forward value whose storage it shares, so that two saved views of one buffer
+free that buffer once) or "held". The runtime releases the owned ones
+(:mod:`trace_lab.runtime.codegen`) and the liveness model frees them at their
+last use. Not modelled: ``backward(retain_graph=True)``, which keeps the saved
+tensors alive in the autograd graph (measured memory is then higher).
+"""
+from __future__ import annotations
+
+import torch.fx as fx
+
+from ..trace import is_getitem, tensor_values
+from .liveness import alias_sources
+
+__all__ = ["owned_backward_inputs", "storage_root"]
+
+
+def storage_root(node: fx.Node, _depth: int = 0) -> fx.Node:
+    """The node whose fresh buffer ``node``'s (first) tensor lives in, following views and aliases."""
+    if _depth > 10_000 or node.op in ("placeholder", "get_attr"):
+        return node
+    if is_getitem(node):
+        producer, index = node.args[0], node.args[1]
+        sources = alias_sources(producer) if isinstance(producer, fx.Node) else []
+        src = sources[index] if isinstance(index, int) and index < len(sources) else None
+        return storage_root(src, _depth + 1) if isinstance(src, fx.Node) else node
+    if node.op != "call_function" or not tensor_values(node.meta.get("val")):
+        return node
+    sources = alias_sources(node)
+    src = sources[0] if sources else None
+    return storage_root(src, _depth + 1) if isinstance(src, fx.Node) else node
+
+
+def owned_backward_inputs(forward_gm: fx.GraphModule, backward_gm: fx.GraphModule) -> dict[int, str]:
+    """Backward input position -> storage group (a forward value's name) for every input the
+    backward may free at its last use; positions not listed are held by the caller."""
+    fw_nodes = {n.name: n for n in forward_gm.graph.nodes}
+    bw_inputs = [n for n in backward_gm.graph.nodes if n.op == "placeholder"]
+    saved = [(i, n) for i, n in enumerate(bw_inputs) if not n.name.startswith("tangents")]
+    out_spec = next(n for n in reversed(forward_gm.graph.nodes) if n.op == "output").args[0]
+    fw_outputs = list(out_spec) if isinstance(out_spec, (list, tuple)) else [out_spec]
+    user_outputs = fw_outputs[:max(0, len(fw_outputs) - len(saved))]
+    held = {storage_root(n) for n in forward_gm.graph.nodes if n.op in ("placeholder", "get_attr")}
+    held |= {storage_root(o) for o in user_outputs if isinstance(o, fx.Node)}
+    owned: dict[int, str] = {}
+    for i, n in saved:
+        fw = fw_nodes.get(n.name)
+        if fw is None or not tensor_values(n.meta.get("val")):
+            continue
+        root = storage_root(fw)
+        if root not in held:
+            owned[i] = root.name
+    return owned

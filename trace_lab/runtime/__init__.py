@@ -1,0 +1,14 @@
+"""The runtime: how every executor runs a scheduled Trace.
+
+* :mod:`.codegen` - the trace compiled to one Python function (ops, regions and
+  constants bound as globals, ``del`` where the liveness model frees). Every
+  executor (eager, Inductor, nvFuser), the CUDA-graph wrapper and the
+  distributed wait hook run programs through it.
+* :mod:`.interpreter` - node-by-node execution, kept only for per-line probes.
+* :mod:`.wait_hook` - the hook a measuring tool installs to time each ``wait_tensor``.
+"""
+from .codegen import GeneratedProgram, generate, generate_region
+from .interpreter import interpret
+from .wait_hook import set_wait_hook
+
+__all__ = ["GeneratedProgram", "generate", "generate_region", "interpret", "set_wait_hook"]

@@ -1,0 +1,233 @@
+"""Generated code: a scheduled Trace compiled to one Python function, as Thunder runs its traces.
+
+Design. The printed trace is already a program; this module emits it once more
+for running rather than reading: every op target, fused-region callable and
+non-literal constant (dtypes, devices, constant lists, the program's tensor
+literals from ``get_attr``) is bound as a global of the generated module, so a
+call does no per-op lookup and no argument mapping, only the calls themselves::
+
+    def backward(args):
+        t0s_0, primals_3, tangent_1 = args
+        args.clear()
+        t4 = _g0(tangent_1, primals_3)        # aten.mul.Tensor (OpOverload's C++ entry)
+        del tangent_1
+        (t5, t6) = _g1(t4, t0s_0)             # fusion0: the executor's compiled region
+        del t4, t0s_0
+        return (t5, t6)
+
+Frees follow the liveness model line by line (``del`` after a value's last use,
+unread outputs dropped at once), so the runtime does what the model predicts.
+Inputs the program owns (``Trace.owned_inputs``: a backward's saved activations,
+which AOTAutograd hands over in a list it lets the callee clear) are released
+too: the function empties the boxed argument list after unpacking it, as
+Inductor's generated code does, and each input dies at its last use. A program
+that owns no input leaves its caller's list alone.
+
+A program with ``wait_tensor`` ops calls the installed wait hook
+(:mod:`.wait_hook`) around its run and each wait; others never look at it.
+``source`` is kept on the result (``GeneratedProgram.source``) so a traceback
+points at a readable line, and ``linecache`` is told about it.
+"""
+from __future__ import annotations
+
+import keyword
+import linecache
+import math
+import operator
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+
+from ..trace import Trace, is_getitem
+from .interpreter import constants_of
+from .wait_hook import WAIT, current_hook, hooked_wait
+
+__all__ = ["GeneratedProgram", "generate", "generate_region"]
+
+_VIEW = torch.ops.aten.view.default
+_RESHAPE = torch.ops.aten.reshape.default
+_counter = [0]
+
+
+@dataclass
+class GeneratedProgram:
+    """A trace compiled to Python: ``run(args)`` (boxed) and the source it runs."""
+
+    run: object
+    source: str
+    function_name: str
+
+
+def _callable_of(target):
+    """The fastest equivalent callable: an OpOverload's C++ entry point (its ``__call__`` only forwards)."""
+    if type(target) is torch._ops.OpOverload and hasattr(target, "_op"):
+        return target._op
+    return target
+
+
+class _Emitter:
+    """Collects globals (targets, regions, constants) and local names for one function."""
+
+    def __init__(self, trace: Trace):
+        self.trace = trace
+        self.globals: dict[str, object] = {"__builtins__": __builtins__}
+        self._by_id: dict[int, str] = {}
+        self.locals: dict[fx.Node, str] = {}
+        self._used: set[str] = set()
+
+    def bind(self, value, hint: str = "g") -> str:
+        key = id(value)
+        if key in self._by_id:
+            return self._by_id[key]
+        name = f"_g_{hint}{len(self._by_id)}"
+        self._by_id[key] = name
+        self.globals[name] = value
+        return name
+
+    def local(self, node: fx.Node) -> str:
+        if node in self.locals:
+            return self.locals[node]
+        name = self.trace.name(node)
+        if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_g_") or name in self._used \
+                or name in ("args", "_", "_h"):
+            name = f"_v{len(self.locals)}"
+        self._used.add(name)
+        self.locals[node] = name
+        return name
+
+    def arg(self, a) -> str:
+        if isinstance(a, fx.Node):
+            if a.op == "get_attr":
+                return self.bind(_attr(self.trace.gm, a.target), "c")
+            return self.local(a)
+        if isinstance(a, (list, tuple)):
+            if not _has_node(a):
+                return self.bind(a, "c")  # a constant list: built once, not per call
+            inner = ", ".join(self.arg(x) for x in a)
+            return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+        if a is None or isinstance(a, (bool, int, str)):
+            return repr(a)
+        if isinstance(a, float) and math.isfinite(a):
+            return repr(a)
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{k!r}: {self.arg(v)}" for k, v in a.items()) + "}"
+        return self.bind(a, "c")  # dtype, device, layout, memory_format, inf/nan, anything else
+
+
+def _has_node(a) -> bool:
+    if isinstance(a, fx.Node):
+        return True
+    if isinstance(a, (list, tuple)):
+        return any(_has_node(x) for x in a)
+    if isinstance(a, dict):
+        return any(_has_node(x) for x in a.values())
+    return False
+
+
+def _attr(gm, target: str):
+    return fx.graph_module._get_attr(gm, target) if hasattr(fx.graph_module, "_get_attr") \
+        else operator.attrgetter(target)(gm)
+
+
+def _body(em: _Emitter, trace: Trace, region_runner, views_as_reshape: bool,
+          materialized_regions: bool) -> list[str]:
+    """The op lines (with their ``del`` lines) of one function body."""
+    live = trace.liveness(materialized_regions=materialized_regions)
+    dead = {ln.node: ln.dead_nodes for ln in live.lines}
+    lines: list[str] = []
+    for n in trace.ops:
+        if n.op == "call_module":
+            fn = region_runner(n) if region_runner is not None else generate_region(trace, n)
+            callee = em.bind(fn, "r")
+        elif n.op == "call_function":
+            target = _RESHAPE if views_as_reshape and n.target is _VIEW else n.target
+            fn = hooked_wait(trace, n, target) if n.target is WAIT else _callable_of(target)
+            callee = em.bind(fn, "w" if n.target is WAIT else "f")
+        else:  # call_method
+            callee = None
+        args = [em.arg(a) for a in n.args]
+        args += [f"{k}={em.arg(v)}" for k, v in n.kwargs.items()]
+        if callee is None:
+            call = f"{args[0]}.{n.target}({', '.join(args[1:])})"
+        else:
+            call = f"{callee}({', '.join(args)})"
+        val = n.meta.get("val")
+        if isinstance(val, (list, tuple)):
+            getitems = {u.args[1]: u for u in n.users if is_getitem(u)}
+            names = [em.local(getitems[i]) if i in getitems else "_" for i in range(len(val))]
+            lines.append(f"({', '.join(names)}{',' if len(names) == 1 else ''}) = {call}")
+            if "_" in names:
+                lines.append("del _")
+        else:
+            lines.append(f"{em.local(n)} = {call}")
+        gone = [em.local(d) for d in dead.get(n, []) if d.op != "get_attr"]
+        if gone:
+            lines.append(f"del {', '.join(gone)}")
+    return lines
+
+
+def _output(em: _Emitter, trace: Trace) -> str:
+    spec = trace.output_node.args[0]
+    if isinstance(spec, (list, tuple)):
+        return "(" + "".join(f"{em.arg(a)}, " for a in spec) + ")"
+    return f"({em.arg(spec)},)"
+
+
+def _compile(em: _Emitter, fn_name: str, params: str, body: list[str], what: str):
+    _counter[0] += 1
+    filename = f"<trace_lab generated {what} #{_counter[0]}>"
+    src = f"def {fn_name}({params}):\n" + "".join(f"    {line}\n" for line in body)
+    code = compile(src, filename, "exec")
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    ns = dict(em.globals)
+    exec(code, ns)
+    return ns[fn_name], src
+
+
+def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
+             materialized_regions: bool = True) -> GeneratedProgram:
+    """Compile ``trace`` to ``run(args) -> tuple`` (boxed: a list of inputs).
+
+    ``region_runner(node) -> callable(*inputs)`` gives each fused region's callable (a
+    compiled region returns a tuple when the region has several outputs, else the value);
+    without one, regions run as generated code themselves, op by op.
+    ``views_as_reshape``: ``aten.view`` runs as ``aten.reshape`` (executors whose regions may
+    lay a value out otherwise than eager). ``materialized_regions`` picks the liveness mode
+    whose frees the code follows.
+    """
+    em = _Emitter(trace)
+    params = [em.local(p) for p in trace.inputs]
+    body: list[str] = []
+    if params:
+        body.append(f"{', '.join(params)}{',' if len(params) == 1 else ''} = args")
+    if trace.owned_inputs:
+        body.append("args.clear()")  # the caller handed its list over: inputs die at their last use
+    waits = any(n.op == "call_function" and n.target is WAIT for n in trace.ops)
+    if waits:
+        em.globals["_g_hook"] = current_hook
+        em.globals["_g_trace"] = trace
+        body += ["_h = _g_hook()", "if _h is not None:", "    _h.enter(_g_trace)"]
+    body += _body(em, trace, region_runner, views_as_reshape, materialized_regions)
+    out = _output(em, trace)
+    if waits:
+        body += ["if _h is not None:", "    _h.exit(_g_trace)"]
+    body.append(f"return {out}")
+    fn_name = trace.kind_function_name
+    fn, src = _compile(em, fn_name, "args", body, f"{trace.kind} '{trace.stage}'")
+    return GeneratedProgram(fn, src, fn_name)
+
+
+def generate_region(trace: Trace, node: fx.Node):
+    """A fused region run op by op as generated code: ``fn(*inputs)`` -> value or tuple."""
+    sub = trace.gm.get_submodule(node.target)
+    inner = Trace(sub, "region")
+    em = _Emitter(inner)
+    params = [em.local(p) for p in inner.inputs]
+    body = _body(em, inner, None, False, True)
+    out = _output(em, inner)
+    multi = isinstance(node.meta.get("val"), (list, tuple))
+    body.append(f"return {out}" if multi else f"return {out}[0]")
+    name = str(node.target) if str(node.target).isidentifier() else "region"
+    fn, _ = _compile(em, name, ", ".join(params), body, f"region {node.target}")
+    return fn
