@@ -13,6 +13,7 @@ earlier run stay as they were.
 """
 from __future__ import annotations
 
+import keyword
 import re
 
 from IPython.core.error import UsageError
@@ -184,8 +185,7 @@ class ThunderTraceMagics(Magics):
         except TraceLabError as e:
             raise UsageError(str(e)) from None
         name = _unquote(args.name) or (f"cell {self.shell.execution_count}" if cell is not None else expr.strip()[:40])
-        if args.output and not _unquote(args.output).isidentifier():
-            raise UsageError(f"-o {args.output}: give a Python variable name to store the Report in")
+        _output_name(args.output)  # a bad -o is refused before anything runs
         program = CellProgram.from_cell(source, self.shell)  # SyntaxError: the user's, shown as usual
         runner = CellRunner(program, self.shell.user_ns, function_name=_function_name(name))
         return self._first_run(runner, options, name, args)
@@ -220,7 +220,7 @@ class ThunderTraceMagics(Magics):
         view.display_handle = handle
         self.views.append(view)
         if args.output:
-            self.shell.user_ns[_unquote(args.output)] = report
+            self.shell.user_ns[_output_name(args.output)] = report
         _update(handle, view)
         return value
 
@@ -237,6 +237,18 @@ def _unquote(s: str | None) -> str | None:
     if s and len(s) >= 2 and s[0] == s[-1] and s[0] in "'\"":
         return s[1:-1]
     return s
+
+
+def _output_name(text: str | None) -> str | None:
+    """The variable ``-o`` names, or a UsageError: it must be a name Python code can read back."""
+    name = _unquote(text)
+    if name is None:
+        return None
+    if not name.isidentifier() or keyword.iskeyword(name):
+        why = "a Python keyword" if keyword.iskeyword(name) else "not a Python identifier"
+        raise UsageError(f"-o {text}: {name!r} is {why}, so the Report stored there could not be used; give a "
+                         "Python variable name to store the Report in, e.g. -o rep")
+    return name
 
 
 def _function_name(label: str) -> str:
