@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import sys
 
 import torch
 
@@ -20,3 +21,55 @@ def write_results(kind: str, device: str, rows: list, out: str | None = None, **
                    "date": str(datetime.date.today()), "rows": rows}, f, indent=2)
     print("wrote", out)
     return out
+
+
+def git_commit(root: str | None = None) -> dict:
+    """{'commit': short HEAD, 'dirty': tracked files changed} of the checkout measured (None outside git)."""
+    import subprocess
+
+    root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
+                                timeout=20).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                                    capture_output=True, text=True, timeout=20).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = None, None
+    return {"commit": commit, "dirty": dirty}
+
+
+def cpu_model() -> str:
+    """The host CPU's model name (/proc/cpuinfo), with the number of cores this process may use."""
+    import platform
+
+    name = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{name or platform.processor() or platform.machine()} ({cores} cores)"
+
+
+def package_version(*fragments: str) -> str | None:
+    """Version of the first installed distribution whose name contains one of ``fragments``, without importing it."""
+    from importlib import metadata
+
+    for frag in fragments:
+        for d in metadata.distributions():
+            name = (d.metadata.get("Name") or "").lower()
+            if frag in name:
+                return f"{name} {d.version}"
+    return None
+
+
+def environment(with_gpu: bool = True) -> dict:
+    """What a measurement ran on: GPU (name), host CPU model, torch / nvFuser / Thunder versions, date."""
+    gpu = None
+    if with_gpu and torch.cuda.is_available():
+        gpu = torch.cuda.get_device_name()
+    return {"gpu": gpu, "cpu": cpu_model(), "torch": torch.__version__,
+            "nvfuser": package_version("nvfuser"), "thunder": package_version("lightning-thunder", "thunder"),
+            "python": sys.version.split()[0],
+            "date": datetime.datetime.now().isoformat(timespec="seconds")}

@@ -1,18 +1,33 @@
 #!/usr/bin/env python3
-"""GPU benchmark of issue 4: eager, torch.compile, trace_lab (nvFuser) and Thunder, ratios from one run.
+"""Benchmark of issues 4 and 14: eager, torch.compile (+ reduce-overhead), trace_lab, Thunder; medians of
+repeated runs, each configuration run in its own process.
 
-    python benchmarks/bench.py llama  [--quick] [--layers 2 8]   # first iteration, steady state, peak
-    python benchmarks/bench.py adam   [--quick]                  # Adam.step: step time, compile time
-    python benchmarks/bench.py memory [--quick]                  # memory_peak_efficient_func: peak
-    python benchmarks/bench.py all    [--quick]
-    python benchmarks/bench.py report benchmarks/results/*.json  # BENCHMARKS.md table from saved runs
+    python benchmarks/bench.py llama  [--layers 8] [--repeat 3] [--jobs 2]   # first iteration, steady, peak
+    python benchmarks/bench.py memory                                     # memory_peak_efficient_func: peak
+    python benchmarks/bench.py adam                                       # Adam.step: step and compile time
+    python benchmarks/bench.py run --benches llama memory adam            # several in one result file
+    python benchmarks/bench.py list                                       # configuration names, defaults
+    python benchmarks/bench.py report [FILE...] [--print]                 # BENCHMARKS.md's generated section
 
-Every configuration runs in its own process (cold caches: Inductor's on-disk cache
-is disabled, nvFuser starts empty) under a timeout, so one hang or crash costs
-only its row. Steady state is the median of CUDA-event-timed iterations; peak is
-``max_memory_allocated`` above what was allocated before the iteration. Results go
-to ``benchmarks/results/<date>-<device>-<bench>.json`` and a table with the
-issue's targets (met / missed by how much) is printed.
+Configurations (``--configs``): ``eager``, ``torch.compile``, ``reduce-overhead``
+(``torch.compile(mode="reduce-overhead")``, CUDA only), ``thunder``, ``default`` (``trace_lab.jit(fn)``
+with no options) and ``STRATEGY-EXECUTOR[-graphs][-nocache]`` for trace_lab, e.g. ``dataflow-nvfuser``,
+``memory-inductor``, ``dataflow-inductor-graphs`` (``cuda_graphs=True``). Configurations that need CUDA
+are skipped with the reason on a machine without it.
+
+Every configuration runs ``--repeat`` times (default 3), each run a fresh process (cold caches: Inductor's
+and Triton's caches point to an empty directory per run, nvFuser starts empty) under ``--timeout``; runs
+go round by round (every configuration once, then again), so drift spreads evenly. ``--jobs N`` runs N
+processes at a time: with several GPUs each process gets its own; on one GPU the timed phase (steady state
+and peak) holds a lock, so only compilation overlaps. Steady state: median of timed iterations (CUDA
+events; host time until the step returns beside it); peak: ``max_memory_allocated`` above the allocation
+before the iteration (+ the CUDA graphs' pools for trace_lab ``-graphs`` rows). Tables show the median and
+the range over runs; ratios are of medians within one result file. ``--budget S`` starts no run that would
+end after S seconds (estimated from the previous round), so a command under a time limit keeps its file.
+
+Results: ``benchmarks/results/<date>-<device>-<commit>-<benches>.json`` (rewritten after every run) and
+``...-log.txt`` (this output). Every row records the commit (+ dirty flag), GPU, host CPU, torch / nvFuser
+/ Thunder versions and the time it ran.
 """
 from __future__ import annotations
 
@@ -20,45 +35,158 @@ import argparse
 import datetime
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-ALL_STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+SCHEMA = 2
+BEGIN, END = "<!-- bench.py report: begin -->", "<!-- bench.py report: end -->"
 
-
-def strategies() -> tuple[str, ...]:
-    """The fusion strategies to run: the fusion passes' when present, else 'whole' (one region per
-    program, split by the nvFuser executor itself; tests/nvfuser_support.py) as a stand-in."""
-    sys.path.insert(0, str(ROOT))
-    from trace_lab.passes import PASSES, _load_passes
-
-    _load_passes()
-    # "none" leaves no region for nvFuser (the program runs op by op through torch: eager's row)
-    return tuple(x for x in ALL_STRATEGIES if x != "none") if "fusion" in PASSES else ("whole",)
-DATE = datetime.date.today().isoformat()  # results are filed under the day they were measured
+PEERS = ("eager", "torch.compile", "reduce-overhead", "thunder")
+EXECUTORS = ("nvfuser", "inductor", "eager", "auto")
+STRATEGY_NAMES = ("none", "dataflow", "horizontal", "memory", "whole")
+DEFAULT_CONFIGS = {
+    "llama": ["eager", "torch.compile", "reduce-overhead", "thunder", "default", "dataflow-nvfuser",
+              "dataflow-inductor", "memory-nvfuser", "dataflow-nvfuser-graphs", "dataflow-inductor-graphs"],
+    "memory": ["eager", "torch.compile", "thunder", "default", "memory-nvfuser", "memory-inductor"],
+    "adam": ["eager", "torch.compile", "thunder", "dataflow-nvfuser", "dataflow-inductor"],
+}
+# Adam's horizontal region is capped: uncapped, the 200 parameters' 7,000 ops form one region
+# whose nvFuser compile ran past 70 s; 350 ops = 10 parameters per region, one signature.
+ADAM_HORIZONTAL = {"max_region_ops": 350}
 
 
 # ------------------------------------------------------------------------------------------
-# one configuration (child process)
+# configurations
 # ------------------------------------------------------------------------------------------
-def _cuda_time(fn, iters: int) -> list[float]:
-    import torch
+def parse_config(name: str) -> dict:
+    """A configuration name -> {'name', 'system', 'strategy', 'executor', 'cuda_graphs', 'cache'}."""
+    if name in PEERS:
+        return {"name": name, "system": name}
+    if name == "default":
+        return {"name": name, "system": "trace_lab", "strategy": None, "executor": None}
+    parts = name.split("-")
+    if len(parts) < 2 or parts[0] not in STRATEGY_NAMES or parts[1] not in EXECUTORS \
+            or not set(parts[2:]) <= {"graphs", "nocache"}:
+        raise ValueError(f"unknown configuration {name!r}: use one of {', '.join(PEERS)}, default, or "
+                         f"STRATEGY-EXECUTOR[-graphs][-nocache] (strategies {', '.join(STRATEGY_NAMES)}; "
+                         f"executors {', '.join(EXECUTORS)})")
+    return {"name": name, "system": "trace_lab", "strategy": parts[0], "executor": parts[1],
+            "cuda_graphs": "graphs" in parts[2:], "cache": "nocache" not in parts[2:]}
 
-    out = []
-    for _ in range(iters):
-        torch.cuda.synchronize()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
+
+def needs_cuda(cfg: dict) -> str | None:
+    """Why this configuration cannot run without CUDA (None: it can)."""
+    if cfg["system"] == "reduce-overhead":
+        return "torch.compile(mode='reduce-overhead') records CUDA graphs"
+    if cfg.get("cuda_graphs"):
+        return "cuda_graphs=True needs a CUDA device"
+    if cfg.get("executor") == "nvfuser":
+        return "the nvFuser executor needs a CUDA device"
+    if cfg["system"] == "thunder":
+        return "Thunder's row is measured on the GPU machine"
+    return None
+
+
+def config_of_row(r: dict) -> str:
+    """The configuration name of a result row, also for rows written before names existed (schema 1:
+    system / strategy / extra / cache, executor nvFuser)."""
+    if r.get("config") or r.get("name"):
+        return r.get("config") or r["name"]
+    if r["system"] != "trace_lab":
+        return r["system"]
+    extra = r.get("extra") or {}
+    name = f"{r['strategy']}-{r.get('executor', 'nvfuser')}" + ("-graphs" if extra.get("cuda_graphs") else "")
+    return name + ("" if r.get("cache", True) else "-nocache")
+
+
+def label(name: str) -> str:
+    cfg = parse_config(name)
+    if cfg["system"] == "reduce-overhead":
+        return 'torch.compile(mode="reduce-overhead")'
+    if cfg["system"] != "trace_lab":
+        return name
+    if cfg["strategy"] is None:
+        return "trace_lab default options"
+    return (f"trace_lab {cfg['strategy']} + {cfg['executor']}" + (" cuda_graphs" if cfg["cuda_graphs"] else "")
+            + ("" if cfg["cache"] else " cache off"))
+
+
+# ------------------------------------------------------------------------------------------
+# one configuration run (child process)
+# ------------------------------------------------------------------------------------------
+class _Device:
+    def __init__(self, kind: str):
+        import torch
+
+        self.torch, self.kind = torch, kind
+
+    def sync(self):
+        if self.kind == "cuda":
+            self.torch.cuda.synchronize()
+
+    def time(self, fn, iters: int) -> tuple[list[float], list[float] | None]:
+        """(host ms, device ms or None) of each call: host until ``fn`` returns, device from CUDA events."""
+        torch = self.torch
+        host, dev = [], ([] if self.kind == "cuda" else None)
+        for _ in range(iters):
+            self.sync()
+            if self.kind == "cuda":
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+            t0 = time.perf_counter()
+            fn()
+            host.append((time.perf_counter() - t0) * 1e3)
+            if self.kind == "cuda":
+                e.record()
+                e.synchronize()
+                dev.append(s.elapsed_time(e))
+        return host, dev
+
+    def peak_mib(self, fn) -> float | None:
+        """Peak allocation above the allocation before one call of ``fn`` (CUDA); None on CPU."""
+        if self.kind != "cuda":
+            fn()
+            return None
+        torch = self.torch
+        self.sync()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
         fn()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e))
-    return out
+        self.sync()
+        return (torch.cuda.max_memory_allocated() - before) / 2 ** 20
+
+
+class _gpu_lock:
+    """Held around the timed phase when several runs share one GPU (``--jobs``): BENCH_LOCK names the file."""
+
+    def __enter__(self):
+        self.f = None
+        path = os.environ.get("BENCH_LOCK")
+        if path:
+            import fcntl
+
+            self.f = open(path, "a+")
+            fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.f is not None:
+            import fcntl
+
+            fcntl.flock(self.f, fcntl.LOCK_UN)
+            self.f.close()
 
 
 _THUNDER_PEERS: list = []
@@ -93,45 +221,65 @@ class _ThunderPeer:
             return self.impl(*args)
 
 
-def _compile(system: str, fn, strategy=None, cache=True, extra=None):
-    """(compiled callable, stats callable) for one system."""
+def _compile(cfg: dict, fn, bench: str):
+    """(compiled callable, stats callable) for one configuration."""
     import torch
 
+    system = cfg["system"]
     if system == "eager":
         return fn, lambda: {}
     if system == "torch.compile":
         return torch.compile(fn), lambda: {}
+    if system == "reduce-overhead":
+        c = torch.compile(fn, mode="reduce-overhead")
+
+        def step(*args):  # each call is a new step: the graphs may reuse the previous step's outputs
+            torch.compiler.cudagraph_mark_step_begin()
+            return c(*args)
+
+        return step, lambda: {}
     if system == "thunder":
         return _ThunderPeer(fn), lambda: {}
-    if system == "trace_lab":
-        import trace_lab
+    import trace_lab
 
+    if cfg["strategy"] is None:
+        jfn = trace_lab.jit(fn)  # the default options, whatever they are at this commit
+    else:
+        strategy, extra = cfg["strategy"], {}
         if strategy == "whole":
             from tests.nvfuser_support import whole_program_region
             from trace_lab.passes import PASSES
 
             PASSES["fusion"], strategy = whole_program_region, "dataflow"
-        jfn = trace_lab.jit(fn, fusion=strategy, executor="nvfuser", fusion_cache=cache, **(extra or {}))
+        if bench == "adam" and strategy == "horizontal":
+            extra.update(ADAM_HORIZONTAL)
+        if cfg.get("cuda_graphs"):
+            extra["cuda_graphs"] = True
+        extra.update(cfg.get("extra") or {})  # configurations written by other scripts (nvfuser_probe.py)
+        jfn = trace_lab.jit(fn, fusion=strategy, executor=cfg.get("executor", "nvfuser"),
+                            fusion_cache=cfg.get("cache", True), **extra)
 
-        def stats():
-            regions = [r for p in jfn.programs for part in p.parts if part.compiled
-                       for r in part.compiled.regions]
-            segs = [s for r in regions for s in r["segments"]]
-            ex = jfn._executors.get("nvfuser")
-            return {"regions": len(regions), "segments": len(segs),
-                    "definitions_built": getattr(ex, "misses", None), "definitions_reused": getattr(ex, "hits", None),
-                    "fallbacks": sum(1 for s in segs if "fallback" in s),
-                    **_graph_stats(jfn),
-                    "nvfuser_compile_s": round(sum(s.get("compile_seconds", 0.0) for s in segs), 3),
-                    "executor_reasons": jfn.executor_reasons}
+    def stats():
+        regions = [r for p in jfn.programs for part in p.parts if part.compiled
+                   for r in (getattr(part.compiled, "regions", None) or [])]
+        segs = [s for r in regions for s in (r.get("segments") or [])]
+        executors = {getattr(part.compiled, "executor", None) for p in jfn.programs for part in p.parts if part.compiled}
+        ex = next((jfn._executors[e] for e in executors if e in getattr(jfn, "_executors", {})), None)
+        return {"options": jfn.options.to_dict(), "executors": sorted(e for e in executors if e),
+                "regions": len(regions), "segments": len(segs),
+                "definitions_built": getattr(ex, "misses", None), "definitions_reused": getattr(ex, "hits", None),
+                "fallbacks": sum(1 for s in segs if "fallback" in s),
+                **_graph_stats(jfn),
+                "nvfuser_compile_s": round(sum(s.get("compile_seconds", 0.0) for s in segs), 3),
+                "region_compile_s": round(sum(r.get("compile_seconds", 0.0) for r in regions), 3),
+                "executor_reasons": jfn.executor_reasons}
 
-        return jfn, stats
-    raise ValueError(system)
+    return jfn, stats
 
 
 def _graph_stats(jfn) -> dict:
     """cuda_graphs rows: recordings, replays, un-graphed calls and the graphs' memory pools."""
-    graphs = jfn.graphed_runs()
+    graphs = jfn.graphed_runs() if hasattr(jfn, "graphed_runs") else []
     if not graphs:
         return {}
     return {"graph_recordings": sum(g.recordings for g in graphs), "graph_replays": sum(g.replays for g in graphs),
@@ -142,7 +290,7 @@ def _graph_stats(jfn) -> dict:
 
 def _check(res: dict, got, eager, which: str = "first") -> None:
     """Record whether a step matched eager PyTorch (outputs, gradients, updated values): the first step
-    (compilation's), then the last timed one (a replay, with cuda_graphs); ``matches_eager`` needs both."""
+    (compilation's), then the last timed one (a replay, with graphs); ``matches_eager`` needs both."""
     from trace_lab import compare
 
     cmp = compare.compare_runs(got, eager)
@@ -153,19 +301,24 @@ def _check(res: dict, got, eager, which: str = "first") -> None:
 
 
 def run_one(cfg: dict) -> dict:
+    """One configuration run: first iteration (compile), check vs eager, steady state, peak."""
     import torch
 
+    from _results import environment
     from trace_lab import compare
 
-    os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
     sys.path.insert(0, str(ROOT))
     from examples import workloads
 
-    dev = "cuda"
+    dev = _Device(cfg.get("device", "cuda"))
     res = dict(cfg)
-    if cfg["bench"] == "llama":
-        model, (x,) = workloads.make_llama(cfg["layers"])(dev, "full")
-        compiled, stats = _compile(cfg["system"], model, cfg.get("strategy"), cfg.get("cache", True), cfg.get("extra"))
+    res["env"] = environment(with_gpu=dev.kind == "cuda")
+    size, bench, iters = cfg.get("size", "full"), cfg["bench"], cfg["iters"]
+    first_step = None
+    if bench == "llama":
+        make = workloads.make_llama(cfg["layers"])
+        model, (x,) = make(dev.kind, size)
+        compiled, stats = _compile(cfg, model, bench)
 
         def step(keep=False):
             out = compiled(x)
@@ -174,78 +327,94 @@ def run_one(cfg: dict) -> dict:
             model.zero_grad(set_to_none=True)
             return snap
 
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        got = step(keep=True)
-        torch.cuda.synchronize()
-        res["first_iter_s"] = time.perf_counter() - t0
-        ref, (xr,) = workloads.make_llama(cfg["layers"])(dev, "full")  # same seed: eager's step
-        out = ref(xr)
-        out.float().sum().backward()
-        eager = compare.snapshot(out, ref, (xr,))
-        _check(res, got, eager)
-        del ref, out, got
-        for _ in range(2):
-            step()
-        times = _cuda_time(step, cfg["iters"])
-        _check(res, step(keep=True), eager, "last")  # no optimizer: every step computes the same
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        step()
-        torch.cuda.synchronize()
-        res["peak_mib"] = (torch.cuda.max_memory_allocated() - before) / 2 ** 20
-    elif cfg["bench"] == "adam":
-        fn, args = workloads.make_adam_step(dev, "full")
-        compiled, stats = _compile(cfg["system"], fn, cfg.get("strategy"), cfg.get("cache", True), cfg.get("extra"))
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        compiled(*args)
-        torch.cuda.synchronize()
-        res["first_iter_s"] = time.perf_counter() - t0
-        ref_fn, ref_args = workloads.make_adam_step(dev, "full")
-        ref_fn(*ref_args)
-        _check(res, compare.snapshot(None, fn, args), compare.snapshot(None, ref_fn, ref_args))
-        compiled = (lambda c, a: (lambda: c(*a)))(compiled, args)
-        compiled()
-        times = _cuda_time(compiled, cfg["iters"])
-        for _ in range(cfg["iters"] + 1):  # eager takes as many steps as the compiled step did
+        def eager_snapshot():
+            ref, (xr,) = make(dev.kind, size)  # same seed: eager's step
+            out = ref(xr)
+            out.float().sum().backward()
+            return compare.snapshot(out, ref, (xr,))
+
+        first_step, timed_step, last_step = (lambda: step(keep=True)), step, (lambda: step(keep=True))
+        eager_first = eager_last = eager_snapshot  # no optimizer: every step computes the same
+        warmup = 2
+    elif bench == "adam":
+        fn, args = workloads.make_adam_step(dev.kind, size)
+        compiled, stats = _compile(cfg, fn, bench)
+        ref_fn, ref_args = workloads.make_adam_step(dev.kind, size)
+
+        def first_step():
+            compiled(*args)
+            return compare.snapshot(None, fn, args)
+
+        def eager_first():
             ref_fn(*ref_args)
-        _check(res, compare.snapshot(None, fn, args), compare.snapshot(None, ref_fn, ref_args), "last")
-        res["peak_mib"] = None
-    elif cfg["bench"] == "memory":
-        fn, (t0s, a) = workloads.make_memory_peak(dev, "full")
-        compiled, stats = _compile(cfg["system"], fn, cfg.get("strategy"), cfg.get("cache", True), cfg.get("extra"))
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        got = compiled(t0s, a)
-        torch.cuda.synchronize()
-        res["first_iter_s"] = time.perf_counter() - t0
-        _check(res, compare.snapshot(got, fn, (t0s, a)), compare.snapshot(fn(t0s, a), fn, (t0s, a)))
-        del got
-        times = _cuda_time(lambda: compiled(t0s, a), cfg["iters"])
-        _check(res, compare.snapshot(compiled(t0s, a), fn, (t0s, a)), compare.snapshot(fn(t0s, a), fn, (t0s, a)), "last")
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        out = compiled(t0s, a)
-        torch.cuda.synchronize()
-        res["peak_mib"] = (torch.cuda.max_memory_allocated() - before) / 2 ** 20
-        del out
+            return compare.snapshot(None, ref_fn, ref_args)
+
+        timed_step = (lambda: compiled(*args))
+
+        def last_step():
+            return compare.snapshot(None, fn, args)
+
+        def eager_last():  # eager takes as many steps as the compiled step did
+            for _ in range(res["_steps"] - 1):
+                ref_fn(*ref_args)
+            return compare.snapshot(None, ref_fn, ref_args)
+
+        warmup = 1
+    elif bench == "memory":
+        fn, (t0s, a) = workloads.make_memory_peak(dev.kind, size)
+        compiled, stats = _compile(cfg, fn, bench)
+
+        def first_step():
+            return compare.snapshot(compiled(t0s, a), fn, (t0s, a))
+
+        def eager_first():
+            return compare.snapshot(fn(t0s, a), fn, (t0s, a))
+
+        timed_step = (lambda: compiled(t0s, a))
+        last_step, eager_last = first_step, eager_first
+        warmup = 1
     else:
-        raise ValueError(cfg["bench"])
+        raise ValueError(bench)
+
+    dev.sync()
+    t0 = time.perf_counter()
+    got = first_step()
+    dev.sync()
+    res["first_iter_s"] = time.perf_counter() - t0
+    _check(res, got, eager_first())
+    del got
+    reserved0 = torch.cuda.memory_reserved() if dev.kind == "cuda" else None
+    with _gpu_lock():  # several runs on one GPU (--jobs): only one is in its timed phase
+        for _ in range(warmup):
+            timed_step()
+        host, device = dev.time(timed_step, iters)
+        if bench == "memory":  # the peak of a call whose result is dropped: what eager's reference keeps counts
+            res["peak_mib"] = dev.peak_mib(timed_step)
+        elif bench == "llama":
+            res["peak_mib"] = dev.peak_mib(timed_step)
+        else:
+            res["peak_mib"] = None
+        res["_steps"] = 1 + warmup + iters + (1 if bench == "llama" else 0)
+        _check(res, last_step(), eager_last(), "last")
+    res.pop("_steps")
+    times = device if device is not None else host
     res["steady_ms"] = statistics.median(times)
+    res["host_ms"] = statistics.median(host)
+    res["device_ms"] = statistics.median(device) if device is not None else None
     res["iter_ms"] = [round(t, 4) for t in times]
-    if "first_iter_s" in res:
-        res["compile_s"] = max(0.0, res["first_iter_s"] - res["steady_ms"] / 1e3)
+    res["compile_s"] = max(0.0, res["first_iter_s"] - res["steady_ms"] / 1e3)
     res["stats"] = stats()
     if res["stats"].get("graph_pool_mib") is not None and res.get("peak_mib") is not None:
         # a replay allocates nothing: the graphs' pools, reserved when they were recorded, are the memory
         res["peak_mib"] += res["stats"]["graph_pool_mib"]
+    if cfg["system"] == "reduce-overhead" and reserved0 is not None:
+        # its graphs' pools are not visible to max_memory_allocated either: what the allocator reserved
+        # while recording (an upper bound: it includes cached blocks)
+        res["stats"]["reserved_growth_mib"] = round((torch.cuda.memory_reserved() - reserved0) / 2 ** 20, 2)
     if cfg["system"] == "thunder":
         peer = _THUNDER_PEERS[-1]
         res["frontend"] = peer.frontend
-        if peer.failed_seconds and "first_iter_s" in res:
+        if peer.failed_seconds:
             res["first_iter_s"] -= peer.failed_seconds
             res["compile_s"] = max(0.0, res["first_iter_s"] - res["steady_ms"] / 1e3)
     res["ok"] = True
@@ -255,220 +424,486 @@ def run_one(cfg: dict) -> dict:
 # ------------------------------------------------------------------------------------------
 # the driver (parent process)
 # ------------------------------------------------------------------------------------------
-# Adam's horizontal region is capped: uncapped, the 200 parameters' 7,000 ops form one region
-# whose nvFuser compile ran past 70 s; 350 ops = 10 parameters per region, one signature.
-ADAM_HORIZONTAL = {"max_region_ops": 350}
+def _gpus() -> list[str]:
+    """Names of the visible GPUs, from nvidia-smi (no CUDA context in the parent), else torch."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+        names = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
+        vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if names and vis not in (None, ""):
+            names = [names[int(i)] for i in vis.split(",") if i.strip().isdigit() and int(i) < len(names)]
+        if names:
+            return names
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    import torch
+
+    return [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
-def configs(bench: str, quick: bool, layers: list[int], skip=(), strats=None, cache_off=None,
-            graphs=()) -> list[dict]:
-    iters = 10 if quick else 30
-    systems = [{"system": s} for s in ("eager", "torch.compile", "thunder") if s not in skip]
-    tl = []
-    strats = tuple(strats or strategies())
-    cache_off = strats if cache_off is None else tuple(cache_off)
-    for s in strats:
-        c = {"system": "trace_lab", "strategy": s, "cache": True}
-        if bench == "adam" and s == "horizontal":
-            c["extra"] = dict(ADAM_HORIZONTAL)
-        tl.append(c)
-        if s in graphs:
-            tl.append({**c, "extra": {**c.get("extra", {}), "cuda_graphs": True}})
-        if s in cache_off and bench != "memory":
-            tl.append({**c, "cache": False})
-    out = []
-    if bench == "llama":
-        for n in layers:
-            for c in systems + tl:
-                if c.get("cache") is False and n != layers[-1]:
-                    continue  # the cache-off run where it matters: most layers
-                out.append({"bench": "llama", "layers": n, "iters": iters, **c})
-    elif bench == "adam":
-        out = [{"bench": "adam", "iters": iters * 2, **c} for c in systems + tl if c.get("cache", True)]
-    elif bench == "memory":
-        out = [{"bench": "memory", "iters": iters, **c} for c in systems + tl if c.get("cache", True)]
-    return out
+def _slug(device: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "", device.lower().replace("nvidia", "").split()[0]) if device != "cpu" else "cpu"
 
 
-def label(r: dict) -> str:
-    if r["system"] == "thunder" and str(r.get("frontend", "thunder.jit")).startswith("ThunderCompiler"):
-        return "thunder (ThunderCompiler)"
-    if r["system"] != "trace_lab":
-        return r["system"]
-    return f"trace_lab nvfuser {_variant(r)} cache={'on' if r.get('cache', True) else 'off'}"
+def plan(benches: list[str], configs: list[str] | None, layers: list[int], skip: list[str], device: str,
+         iters: int, size: str) -> tuple[list[dict], list[dict]]:
+    """(configuration runs to do, rows for configurations skipped with a reason)."""
+    todo, skipped = [], []
+    for bench in benches:
+        names = [n for n in (configs or DEFAULT_CONFIGS[bench]) if n not in skip]
+        for n in (layers if bench == "llama" else [None]):
+            for name in names:
+                cfg = {**parse_config(name), "bench": bench, "device": device, "size": size,
+                       "iters": iters * 2 if bench == "adam" else iters}
+                if n is not None:
+                    cfg["layers"] = n
+                why = needs_cuda(cfg) if device != "cuda" else None
+                (skipped.append({**cfg, "ok": False, "skipped": why}) if why else todo.append(cfg))
+    return todo, skipped
+
+
+class _Tee:
+    def __init__(self, path: Path):
+        self.f = open(path, "a", buffering=1)
+
+    def __call__(self, msg: str):
+        print(msg, flush=True)
+        self.f.write(msg + "\n")
+
+
+def run(args) -> Path:
+    from _results import git_commit
+
+    gpus = _gpus() if args.device in ("auto", "cuda") else []
+    device = "cuda" if gpus else "cpu"
+    if args.device == "cuda" and not gpus:
+        raise SystemExit("--device cuda: no GPU visible")
+    size = args.size or ("full" if device == "cuda" else "small")
+    iters = args.iters or (10 if args.quick else 30)
+    git = git_commit(str(ROOT))
+    todo, skipped = plan(args.benches, args.configs, args.layers, args.skip, device, iters, size)
+    devname = gpus[0] if gpus else "cpu"
+    now = datetime.datetime.now()
+    tag = args.tag or "-".join(b + ("".join(map(str, args.layers)) if b == "llama" else "") for b in args.benches)
+    stem = f"{now.date().isoformat()}-{_slug(devname)}-{git['commit'] or 'nogit'}{'-dirty' if git['dirty'] else ''}-{tag}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    path, log = args.out / f"{stem}.json", _Tee(args.out / f"{stem}-log.txt")
+    result = {"schema": SCHEMA, "kind": "bench", "benches": args.benches, "date": now.date().isoformat(),
+              "measured_at": now.isoformat(timespec="seconds"), "device": devname,
+              "meta": {**git, "gpus": gpus, "repeat": args.repeat, "jobs": args.jobs, "size": size, "iters": iters,
+                       "layers": args.layers, "quick": args.quick, "timeout_s": args.timeout, "budget_s": args.budget,
+                       "command": " ".join(sys.argv)},
+              "complete": False, "rows": list(skipped)}
+    for r in skipped:
+        r.update(git)
+    tasks = [(rep, cfg) for rep in range(args.repeat) for cfg in todo]  # round by round
+    log(f"bench.py: {len(todo)} configurations x {args.repeat} runs = {len(tasks)} processes on {devname} "
+        f"({size} size, {iters} timed iterations, {args.jobs} at a time), commit {git['commit']}"
+        f"{' (dirty)' if git['dirty'] else ''}; skipped: {len(skipped)}")
+    for r in skipped:
+        log(f"  skip {r['bench']} {r['name']}: {r['skipped']}")
+    lock = threading.Lock()
+    started_at = time.monotonic()
+    last_wall: dict[tuple, float] = {}
+    done = [0]
+
+    def save():
+        result["targets"] = targets(aggregate(result["rows"]))
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        tmp.replace(path)
+
+    def one(i_task):
+        i, (rep, cfg) = i_task
+        key = (cfg["bench"], cfg.get("layers"), cfg["name"])
+        elapsed = time.monotonic() - started_at
+        if args.budget and elapsed + last_wall.get(key, 0.0) > args.budget:
+            r = {**cfg, **git, "repeat": rep, "ok": False, "skipped": f"time budget ({args.budget:.0f} s)"}
+        else:
+            slot = i % args.jobs
+            r = _spawn({**cfg, **git, "repeat": rep}, args.timeout, slot, len(gpus), args.jobs)
+            last_wall[key] = r["wall_s"]
+        with lock:
+            result["rows"].append(r)
+            done[0] += 1
+            save()
+            log(_progress(done[0], len(tasks), r, time.monotonic() - started_at))
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        list(pool.map(one, enumerate(tasks)))
+    result["complete"] = True
+    save()
+    log("")
+    log(format_tables([(path.name, result)]))
+    log(f"saved {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path} (+ {path.stem}-log.txt); "
+        f"BENCHMARKS.md: python benchmarks/bench.py report")
+    return path
+
+
+def _spawn(cfg: dict, timeout: float, slot: int, n_gpus: int, jobs: int) -> dict:
+    started = time.perf_counter()
+    cache = tempfile.mkdtemp(prefix="bench-cache-")
+    env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", PYTHONUNBUFFERED="1",
+               TORCHINDUCTOR_CACHE_DIR=cache, TRITON_CACHE_DIR=os.path.join(cache, "triton"))
+    if n_gpus > 1:  # one GPU per slot
+        vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = vis.split(",") if vis else [str(i) for i in range(n_gpus)]
+        env["CUDA_VISIBLE_DEVICES"] = ids[slot % n_gpus]
+    if jobs > 1:
+        gpu = env.get("CUDA_VISIBLE_DEVICES", "0") if n_gpus > 1 else "0"
+        env["BENCH_LOCK"] = os.path.join(tempfile.gettempdir(), f"trace_lab-bench-{os.getuid()}-gpu{gpu}.lock")
+    try:
+        p = subprocess.run([sys.executable, __file__, "_one", json.dumps(cfg)], capture_output=True, text=True,
+                           timeout=timeout, env=env, cwd=ROOT)
+        line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
+        r = json.loads(line[-1][7:]) if line else dict(cfg, ok=False, error=_error_summary(p.stderr or p.stdout))
+    except subprocess.TimeoutExpired:
+        r = dict(cfg, ok=False, error=f"timed out after {timeout:.0f} s")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    r["wall_s"] = round(time.perf_counter() - started, 1)
+    return r
+
+
+def _progress(done: int, total: int, r: dict, elapsed: float) -> str:
+    what = f"[{done:3d}/{total}] {elapsed:6.0f} s  run {r.get('repeat', 0) + 1} {r['bench']}" \
+           + (f"{r['layers']}L" if r.get("layers") else "") + f" {r['name']:26s}"
+    if r.get("ok"):
+        peak = f"  peak {r['peak_mib']:.1f} MiB" if r.get("peak_mib") is not None else ""
+        host = f" (host {r['host_ms']:.2f})" if r.get("device_ms") is not None else ""
+        match = "" if r.get("matches_eager") else "  DIFFERS FROM EAGER"
+        return f"{what} first {r['first_iter_s']:.2f} s  steady {r['steady_ms']:.3f} ms{host}{peak}" \
+               f"  [{r['wall_s']:.0f} s]{match}"
+    return f"{what} {'skipped: ' + r['skipped'] if r.get('skipped') else 'FAILED: ' + str(r.get('error'))}"
 
 
 def _error_summary(text: str) -> str:
     """The exception line of a child's traceback (the last ``SomethingError: ...`` line), else its last lines."""
-    import re
-
     lines = text.strip().splitlines()
     exc = [ln for ln in lines if re.match(r"^[\w.]+(Error|Exception|Interrupt)\b", ln)]
     return (exc[-1] if exc else " | ".join(lines[-3:]))[-400:]
 
 
-def run_all(bench: str, quick: bool, layers: list[int], timeout: float, out_dir: Path, skip=(), strats=None,
-            cache_off=None, graphs=()) -> dict:
-    import torch
-
-    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no-gpu"
-    rows = []
-    for cfg in configs(bench, quick, layers, skip, strats, cache_off, graphs):
-        started = time.perf_counter()
-        env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", PYTHONUNBUFFERED="1")
-        try:
-            p = subprocess.run([sys.executable, __file__, "_one", json.dumps(cfg)], capture_output=True, text=True,
-                               timeout=timeout, env=env, cwd=ROOT)
-            line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-            if line:
-                r = json.loads(line[-1][7:])
-            else:
-                r = dict(cfg, ok=False, error=_error_summary(p.stderr or p.stdout))
-        except subprocess.TimeoutExpired:
-            r = dict(cfg, ok=False, error=f"timed out after {timeout:.0f} s")
-        r["wall_s"] = round(time.perf_counter() - started, 1)
-        rows.append(r)
-        _save(bench, device, quick, rows, out_dir, final=False)
-        print(f"  {bench:6s} {label(r):42s} {r.get('layers', ''):>2} "
-              + (f"first {r['first_iter_s']:.2f} s  steady {r['steady_ms']:.3f} ms  peak {r.get('peak_mib') or 0:.2f} MiB"
-                 if r.get("ok") else f"FAILED: {r.get('error')}"), flush=True)
-    return _save(bench, device, quick, rows, out_dir, final=True)
+# ------------------------------------------------------------------------------------------
+# aggregation, targets, tables
+# ------------------------------------------------------------------------------------------
+def _stat(xs: list) -> dict | None:
+    xs = [x for x in xs if x is not None]
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)} if xs else None
 
 
-def _save(bench, device, quick, rows, out_dir: Path, final: bool) -> dict:
-    """Write the JSON after every row (a killed run keeps what it measured); print the table at the end."""
-    import torch
-
-    result = {"bench": bench, "date": DATE, "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
-              "device": device, "torch": torch.__version__, "quick": quick, "complete": final, "rows": rows}
-    result["targets"] = targets(bench, rows)
-    slug = device.lower().replace("nvidia ", "").split()[0] if device != "no-gpu" else "cpu"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{DATE}-{slug}-{bench}.json"
-    path.write_text(json.dumps(result, indent=1))
-    if final:
-        print(format_table(result))
-        print(f"saved {path}")
-    return result
-
-
-def _find(rows, variant=None, **kw):
+def aggregate(rows: list[dict]) -> list[dict]:
+    """One group per (bench, layers, configuration): medians and ranges over its runs, ratios of medians."""
+    groups: dict[tuple, dict] = {}
     for r in rows:
-        if r.get("ok") and all(r.get(k) == v for k, v in kw.items()) and (variant is None or _variant(r) == variant):
-            return r
-    return None
-
-
-def _variant(r: dict) -> str:
-    """A trace_lab row's strategy plus its extra options, e.g. 'dataflow cuda graphs'."""
-    extra = "".join(" cuda graphs" if k == "cuda_graphs" else f" {k}={v}" for k, v in (r.get("extra") or {}).items())
-    return f"{r['strategy']}{extra}"
-
-
-def _target(name, value, limit, unit, better="lower", note=""):
-    if value is None or limit is None:
-        return {"target": name, "met": None, "detail": "not measured" + (f" ({note})" if note else "")}
-    met = value <= limit if better == "lower" else value >= limit
-    return {"target": name, "met": met, "value": value, "limit": limit,
-            "detail": f"{value:.3g}{unit} vs limit {limit:.3g}{unit}"
-            + ("" if met else f" (missed by {value / limit:.2f}x)")}
-
-
-def targets(bench: str, rows: list[dict]) -> list[dict]:
+        name = config_of_row(r)
+        g = groups.setdefault((r["bench"], r.get("layers"), name),
+                              {"bench": r["bench"], "layers": r.get("layers"), "config": name, "runs": []})
+        g["runs"].append(r)
     out = []
-    STRATEGIES = list(dict.fromkeys(r["strategy"] for r in rows if r["system"] == "trace_lab"))
-    VARIANTS = list(dict.fromkeys(_variant(r) for r in rows if r["system"] == "trace_lab"))
-    if bench == "llama":
-        ls = sorted({r["layers"] for r in rows})
-        lo, hi = (ls[0], ls[-1]) if ls else (2, 8)
-        tc_hi = _find(rows, system="torch.compile", layers=hi)
-        eager_hi = _find(rows, system="eager", layers=hi)
-        for s in VARIANTS:
-            a, b = _find(rows, s, system="trace_lab", cache=True, layers=lo), \
-                _find(rows, s, system="trace_lab", cache=True, layers=hi)
-            out.append(_target(f"{s}: first iter {hi}L <= 1.3x {lo}L", b and b["first_iter_s"],
-                               a and 1.3 * a["first_iter_s"], " s"))
-            out.append(_target(f"{s}: first iter {hi}L < torch.compile's", b and b["first_iter_s"],
-                               tc_hi and tc_hi["first_iter_s"], " s"))
-            out.append(_target(f"{s}: steady {hi}L <= 1.1x torch.compile", b and b["steady_ms"],
-                               tc_hi and 1.1 * tc_hi["steady_ms"], " ms"))
-            out.append(_target(f"{s}: steady {hi}L < eager", b and b["steady_ms"], eager_hi and eager_hi["steady_ms"],
-                               " ms"))
-    elif bench == "adam":
-        tc = _find(rows, system="torch.compile")
-        for s in VARIANTS:
-            r = _find(rows, s, system="trace_lab", cache=True)
-            out.append(_target(f"{s}: step <= torch.compile's", r and r["steady_ms"], tc and tc["steady_ms"], " ms"))
-            out.append(_target(f"{s}: compile <= 0.1x torch.compile's", r and r["compile_s"],
-                               tc and 0.1 * tc["compile_s"], " s"))
-    elif bench == "memory":
-        eager = _find(rows, system="eager")
-        best = "memory" if "memory" in STRATEGIES else (STRATEGIES or ["memory"])[0]
-        r = _find(rows, best, system="trace_lab", cache=True)
-        out.append(_target(f"{best} strategy peak == eager's", r and r["peak_mib"], eager and eager["peak_mib"], " MiB"))
+    for g in groups.values():
+        ok = [r for r in g["runs"] if r.get("ok")]
+        g["n"], g["n_ok"] = len(g["runs"]), len(ok)
+        g["skipped"] = next((r["skipped"] for r in g["runs"] if r.get("skipped")), None)
+        g["errors"] = [r["error"] for r in g["runs"] if r.get("error")]
+        for k in ("steady_ms", "host_ms", "device_ms", "first_iter_s", "compile_s", "peak_mib"):
+            g[k] = _stat([r.get(k) for r in ok])
+        g["nvfuser_compile_s"] = _stat([(r.get("stats") or {}).get("nvfuser_compile_s") for r in ok])
+        g["matches_eager"] = all(r.get("matches_eager") for r in ok) if ok else None
+        g["stats"] = (ok[0].get("stats") or {}) if ok else {}
+        g["frontend"] = ok[0].get("frontend") if ok else None
+        del g["runs"]
+        out.append(g)
+    order = {n: i for i, n in enumerate((*PEERS, "default"))}
+    out.sort(key=lambda g: (g["bench"], g["layers"] or 0, order.get(g["config"], len(order))))  # stable otherwise
+    for g in out:
+        for peer in ("eager", "torch.compile", "reduce-overhead"):
+            ref = _group(out, g["bench"], g["layers"], peer)
+            g[f"vs_{peer}"] = (g["steady_ms"]["median"] / ref["steady_ms"]["median"]
+                               if g["steady_ms"] and ref and ref["steady_ms"] else None)
     return out
 
 
-def format_table(result: dict) -> str:
-    rows = result["rows"]
-    bench = result["bench"]
-    lines = [f"## {bench} - {result['device']}, torch {result['torch']}, measured {result['measured_at']}"
-             + (" (quick)" if result.get("quick") else ""), ""]
-    ref = {}
-    for r in rows:
-        if r.get("ok") and r["system"] == "eager":
-            ref[r.get("layers")] = r
-    lines.append("| config | layers | first iter (s) | steady (ms) | vs eager | peak (MiB) | definitions built/reused "
-                 "| matches eager |")
-    lines.append("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        st = r.get("stats") or {}
-        defs = f"{st.get('definitions_built')}/{st.get('definitions_reused')}" if st.get("definitions_built") is not None else ""
-        if not r.get("ok"):
-            lines.append(f"| {label(r)} | {r.get('layers', '')} | failed: {' '.join(r.get('error', '').replace('|', '/').split())[:90]} | | | | | |")
+def _group(groups, bench, layers, config):
+    return next((g for g in groups if g["bench"] == bench and g["layers"] == layers and g["config"] == config), None)
+
+
+def _med(g, key):
+    return g[key]["median"] if g and g.get(key) else None
+
+
+def _target(name: str, value, limit, unit: str, ratio_of: str = "", detail: str = "") -> dict:
+    """met when the median ``value`` <= ``limit``; the detail gives the ratio to the reference."""
+    if value is None or limit is None:
+        return {"target": name, "met": None, "detail": "not measured" + (f" ({detail})" if detail else "")}
+    met = value <= limit * (1 + 1e-9)
+    text = f"{_num(value)}{unit} vs limit {_num(limit)}{unit}" + (f" ({ratio_of})" if ratio_of else "")
+    return {"target": name, "met": met, "value": value, "limit": limit,
+            "detail": text + ("" if met or not detail else f"; {detail}")}
+
+
+def _num(v: float) -> str:
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
+
+
+def _host_note(g) -> str:
+    """Where the steady time goes: host (launching) vs device time."""
+    h, d = _med(g, "host_ms"), _med(g, "device_ms")
+    if h is None or d is None:
+        return ""
+    return f"host {_num(h)} ms of device {_num(d)} ms: " + ("host-bound" if h >= 0.8 * d else "device-bound")
+
+
+def _first_note(g) -> str:
+    nv = _med(g, "nvfuser_compile_s")
+    return f"nvFuser compiling {_num(nv)} s of it" if nv else ""
+
+
+def targets(groups: list[dict]) -> list[dict]:
+    """Issue 14's targets, each met or missed by its median; ratios of medians within one file."""
+    out = []
+    tl = [g for g in groups if g["n_ok"] and parse_config(g["config"])["system"] == "trace_lab"]
+    llama_layers = sorted({g["layers"] for g in groups if g["bench"] == "llama" and g["layers"]})
+    if llama_layers:
+        L = llama_layers[-1]
+        rows = [g for g in tl if g["bench"] == "llama" and g["layers"] == L]
+        tc, ro, eager = (_group(groups, "llama", L, c) for c in ("torch.compile", "reduce-overhead", "eager"))
+        plain = [g for g in rows if not parse_config(g["config"]).get("cuda_graphs")]
+        for ex, lim in (("inductor", 1.0), ("nvfuser", 1.1)):
+            cands = [g for g in plain if parse_config(g["config"]).get("executor") == ex]
+            best = min(cands, key=lambda g: _med(g, "steady_ms"), default=None)
+            out.append(_target(f"llama {L}L steady, no graphs: best {ex} strategy <= {lim}x torch.compile",
+                               _med(best, "steady_ms"), _med(tc, "steady_ms") and lim * _med(tc, "steady_ms"), " ms",
+                               best and f"{best['config']}: {_med(best, 'steady_ms') / _med(tc, 'steady_ms'):.2f}x"
+                               if best and tc else "", _host_note(best)))
+        worst = max(plain, key=lambda g: _med(g, "steady_ms"), default=None)
+        out.append(_target(f"llama {L}L steady: no strategy slower than eager", _med(worst, "steady_ms"),
+                           _med(eager, "steady_ms"), " ms",
+                           f"slowest {worst['config']}: {worst['vs_eager']:.2f}x eager" if worst and worst["vs_eager"]
+                           else "", _host_note(worst)))
+        for g in [g for g in rows if parse_config(g["config"]).get("cuda_graphs")]:
+            out.append(_target(f"llama {L}L steady, {g['config']}: <= 1.0x reduce-overhead", _med(g, "steady_ms"),
+                               _med(ro, "steady_ms"), " ms",
+                               f"{g['vs_reduce-overhead']:.2f}x" if g.get("vs_reduce-overhead") else "",
+                               _host_note(g)))
+        d = _group(groups, "llama", L, "default")
+        out.append(_target(f"llama {L}L steady, default options: <= 1.05x eager", _med(d, "steady_ms"),
+                           _med(eager, "steady_ms") and 1.05 * _med(eager, "steady_ms"), " ms",
+                           f"{d['vs_eager']:.2f}x" if d and d.get("vs_eager") else "", _host_note(d)))
+        for g in [g for g in plain if parse_config(g["config"]).get("strategy") == "memory"]:
+            p, tp = _med(g, "peak_mib"), _med(tc, "peak_mib")
+            out.append(_target(f"llama {L}L peak above start, {g['config']}: <= torch.compile's", p, tp, " MiB",
+                               f"{p / tp:.2f}x" if p and tp else ""))
+        for g in plain:
+            ex = parse_config(g["config"]).get("executor")
+            lim = {"inductor": 1.0, "nvfuser": 1.2}.get(ex)
+            if lim is None:
+                continue
+            f, tf = _med(g, "first_iter_s"), _med(tc, "first_iter_s")
+            out.append(_target(f"llama {L}L first iteration, {g['config']}: <= {lim}x torch.compile's", f,
+                               tf and lim * tf, " s", f"{f / tf:.2f}x" if f and tf else "", _first_note(g)))
+    for g in [g for g in tl if g["bench"] == "memory" and parse_config(g["config"]).get("strategy") == "memory"
+              and not parse_config(g["config"]).get("cuda_graphs")]:
+        out.append(_target(f"memory_peak_efficient_func, {g['config']}: peak stays at eager's 0.75 MiB",
+                           _med(g, "peak_mib"), 0.75, " MiB"))
+    tc = _group(groups, "adam", None, "torch.compile")
+    for g in [g for g in tl if g["bench"] == "adam"]:
+        c, tcc = _med(g, "compile_s"), _med(tc, "compile_s")
+        out.append(_target(f"Adam.step compile, {g['config']}: <= 1/5 of torch.compile's", c, tcc and tcc / 5, " s",
+                           f"{c / tcc:.2f}x" if c and tcc else "", _first_note(g)))
+    return out
+
+
+def _rng(s, fmt: str) -> str:
+    if not s:
+        return ""
+    if s["n"] == 1 or s["min"] == s["max"]:
+        return format(s["median"], fmt)
+    return f"{format(s['median'], fmt)} ({format(s['min'], fmt)}–{format(s['max'], fmt)})"
+
+
+def _x(v) -> str:
+    return f"{v:.2f}x" if v is not None else ""
+
+
+def format_group_table(groups: list[dict], bench: str, layers) -> str:
+    lines = ["| config | runs | steady ms | host ms | vs eager | vs torch.compile | vs reduce-overhead "
+             "| first iteration s | peak above start MiB | definitions built/reused | matches eager |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for g in [g for g in groups if g["bench"] == bench and g["layers"] == layers]:
+        name = label(g["config"]) + (" (ThunderCompiler)" if str(g.get("frontend") or "").startswith("ThunderCompiler")
+                                     else "")
+        if not g["n_ok"]:
+            if g["skipped"] and not g["errors"]:
+                lines.append(f"| {name} | - | skipped: {g['skipped']} | | | | | | | | |")
+                continue
+            why = "failed: " + " ".join((g["errors"] or ["?"])[0].replace("|", "/").split())[:100]
+            lines.append(f"| {name} | 0/{g['n']} | {why} | | | | | | | | |")
             continue
-        e = ref.get(r.get("layers"))
-        ratio = f"{r['steady_ms'] / e['steady_ms']:.2f}x" if e else ""
-        peak = f"{r['peak_mib']:.2f}" if r.get("peak_mib") is not None else ""
-        match = {True: "yes", False: "**NO**", None: "not checked"}[r.get("matches_eager")]
-        lines.append(f"| {label(r)} | {r.get('layers', '')} | {r['first_iter_s']:.2f} | {r['steady_ms']:.3f} | {ratio} "
+        st = g["stats"]
+        defs = f"{st.get('definitions_built')}/{st.get('definitions_reused')}" \
+            if st.get("definitions_built") is not None else ""
+        peak = _rng(g["peak_mib"], ".1f" if (_med(g, "peak_mib") or 0) >= 10 else ".2f")
+        if g["config"] == "reduce-overhead" and st.get("reserved_growth_mib") is not None:
+            peak = f"{peak} + pools (reserved +{st['reserved_growth_mib']:.0f})"
+        if peak and g["stats"].get("graph_pool_mib") is not None:
+            peak += " (incl. pools)"
+        match = {True: "yes", False: "**NO**", None: "not checked"}[g["matches_eager"]]
+        failed = f" ({g['n'] - g['n_ok']} failed)" if g["n_ok"] < g["n"] else ""
+        lines.append(f"| {name} | {g['n_ok']}/{g['n']}{failed} | {_rng(g['steady_ms'], '.3f')} "
+                     f"| {_rng(g['host_ms'], '.3f') if g['device_ms'] else ''} | {_x(g['vs_eager'])} "
+                     f"| {_x(g['vs_torch.compile'])} | {_x(g['vs_reduce-overhead'])} | {_rng(g['first_iter_s'], '.2f')} "
                      f"| {peak} | {defs} | {match} |")
-    lines.append("")
-    lines.append("| target | met | detail |")
-    lines.append("|---|---|---|")
-    for t in result["targets"]:
-        met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
-        lines.append(f"| {t['target']} | {met} | {t['detail']} |")
     return "\n".join(lines)
+
+
+def _load_rows(result: dict) -> list[dict]:
+    """Rows of a result file; schema 1 files (before names and repeats) carry one run per configuration."""
+    rows = []
+    for r in result.get("rows", []):
+        r = dict(r)
+        r.setdefault("bench", result.get("bench"))
+        r["config"] = config_of_row(r)
+        r.setdefault("name", r["config"])
+        rows.append(r)
+    return rows
+
+
+def format_tables(files: list[tuple[str, dict]]) -> str:
+    """Headline tables of result files: per bench (and llama layer count) medians and ranges, then the targets."""
+    out, all_targets = [], []
+    for fname, result in files:
+        rows = _load_rows(result)
+        groups = aggregate(rows)
+        meta = result.get("meta", {})
+        env = next((r.get("env") for r in rows if r.get("env")), {}) or {}
+        benches = list(dict.fromkeys(r["bench"] for r in rows))
+        commit = meta.get("commit") or next((r.get("commit") for r in rows if r.get("commit")), None)
+        head = (f"### `{fname}`: {result.get('device')}, measured {result.get('measured_at')}, "
+                f"commit {commit or 'not recorded'}{' (dirty)' if meta.get('dirty') else ''}")
+        out += [head, ""]
+        if result.get("schema", 1) < SCHEMA:
+            out += ["One run per configuration (written before `--repeat`): no range, no host time.", ""]
+        else:
+            out += [f"{meta.get('repeat')} runs per configuration ({meta.get('jobs')} at a time), "
+                    f"{meta.get('size')} size, {meta.get('iters')} timed iterations per run; "
+                    f"host {env.get('cpu', '?')}; torch {env.get('torch', '?')}, "
+                    f"{env.get('nvfuser') or 'no nvFuser'}, {env.get('thunder') or 'no Thunder'}"
+                    + ("" if result.get("complete") else "; **incomplete** (stopped before the last run)"), ""]
+        for b in benches:
+            for n in sorted({g["layers"] for g in groups if g["bench"] == b}, key=lambda v: v or 0):
+                out += [f"**{b}**" + (f" ({n} layer{'s' if n > 1 else ''})" if n else "") + (" - " + {
+                    "llama": "forward + backward, steady = one step",
+                    "memory": "memory_peak_efficient_func",
+                    "adam": "Adam.step; first iteration = compile"}[b]), "",
+                    format_group_table(groups, b, n), ""]
+        all_targets += [dict(t, file=fname) for t in targets(groups)]
+    out += ["### Targets (issue 14): met when the median meets them; ratios of medians within one file", "",
+            "| target | met | median vs limit (ratio); where the time goes | file |", "|---|---|---|---|"]
+    for t in all_targets:
+        met = {True: "met", False: "**missed**", None: "n/a"}[t["met"]]
+        out.append(f"| {t['target']} | {met} | {t['detail']} | `{t['file']}` |")
+    return "\n".join(out)
+
+
+def _result_files(directory: Path) -> list[tuple[Path, dict]]:
+    found = []
+    for p in sorted(directory.glob("*.json")):
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(d, dict) and (d.get("kind") == "bench" or d.get("bench") in DEFAULT_CONFIGS) and d.get("rows"):
+            found.append((p, d))
+    return found
+
+
+def latest(directory: Path) -> list[tuple[Path, dict]]:
+    """The newest result file for each bench (repeated runs preferred over older single-run files)."""
+    files = _result_files(directory)
+    chosen: dict[str, tuple[Path, dict]] = {}
+    for p, d in sorted(files, key=lambda pd: (pd[1].get("schema", 1), pd[1].get("measured_at", ""))):
+        for b in d.get("benches") or [d.get("bench")]:
+            chosen[b] = (p, d)
+    return list({p: (p, d) for p, d in chosen.values()}.values())
+
+
+def report(files: list[Path], directory: Path) -> str:
+    chosen = [(p, json.loads(p.read_text())) for p in files] if files else latest(directory)
+    if not chosen:
+        return "No bench result files found in " + str(directory)
+    names = {p.name for p, _ in chosen}
+    older = sorted(p.name for p in directory.glob("*") if p.is_file() and p.name not in names
+                   and not p.name.endswith(".tmp"))
+    text = [BEGIN, "<!-- generated by `python benchmarks/bench.py report`; edit outside these markers -->", "",
+            "## Latest results", "",
+            "Generated from the newest result file of each bench only: " + ", ".join(f"`{n}`" for n in sorted(names))
+            + ". Ranges are min–max over the runs; a target is met only when its median meets it.", "",
+            format_tables([(p.name, d) for p, d in chosen]), "",
+            "## Older result files", "",
+            "Kept in `benchmarks/results/`, not in the tables above (`python benchmarks/bench.py report FILE --print` "
+            "prints the tables of any bench file):", ""]
+    text += [", ".join(f"`{n}`" for n in older), "", END]
+    return "\n".join(text)
+
+
+def write_report(section: str, md: Path) -> None:
+    old = md.read_text() if md.exists() else ""
+    if BEGIN in old and END in old:
+        new = old[:old.index(BEGIN)] + section + old[old.index(END) + len(END):]
+    else:
+        new = old.rstrip() + "\n\n" + section + "\n"
+    md.write_text(new)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("bench", choices=["llama", "adam", "memory", "all", "report", "_one"])
-    ap.add_argument("rest", nargs="*")
-    ap.add_argument("--quick", action="store_true", help="fewer iterations; cache-off runs only where they matter")
-    ap.add_argument("--layers", type=int, nargs="+", default=[2, 8])
-    ap.add_argument("--timeout", type=float, default=240.0, help="seconds per configuration")
+    ap.add_argument("bench", choices=["llama", "adam", "memory", "all", "run", "report", "list", "_one"])
+    ap.add_argument("rest", nargs="*", help="report: result files (default: the newest per bench); _one: config")
+    ap.add_argument("--benches", nargs="+", choices=list(DEFAULT_CONFIGS), default=None, help="with 'run'")
+    ap.add_argument("--configs", nargs="+", default=None, help="configuration names (see 'list'; default: each bench's)")
+    ap.add_argument("--skip", nargs="*", default=["thunder"], help="configurations to leave out (default: thunder)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per configuration, each a fresh process (default 3)")
+    ap.add_argument("--jobs", type=int, default=1, help="processes at a time (one GPU: the timed phase is locked)")
+    ap.add_argument("--quick", action="store_true", help="10 timed iterations per run instead of 30")
+    ap.add_argument("--iters", type=int, default=None, help="timed iterations per run (overrides --quick)")
+    ap.add_argument("--layers", type=int, nargs="+", default=[8])
+    ap.add_argument("--size", choices=["full", "small"], default=None, help="workload size (default: full on GPU)")
+    ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per configuration run")
+    ap.add_argument("--budget", type=float, default=None, help="start no run that would end after this many seconds")
+    ap.add_argument("--tag", default=None, help="name part of the result file (default: the benches)")
     ap.add_argument("--out", type=Path, default=RESULTS)
-    ap.add_argument("--skip", nargs="*", default=[], help="systems to leave out (e.g. thunder)")
-    ap.add_argument("--strategies", nargs="*", default=None, help="trace_lab fusion strategies (default: all that fuse)")
-    ap.add_argument("--cuda-graphs", nargs="*", default=[], metavar="STRATEGY",
-                    help="strategies also run with cuda_graphs=True (cache on); their peak adds the graphs' pools")
-    ap.add_argument("--cache-off", nargs="*", default=None,
-                    help="strategies also run with the fusion cache off (default: all; llama: at the most layers)")
+    ap.add_argument("--print", action="store_true", help="report: print instead of rewriting BENCHMARKS.md")
+    ap.add_argument("--md", type=Path, default=BENCHMARKS_MD, help="report: the file whose generated section is rewritten")
     args = ap.parse_args(argv)
     if args.bench == "_one":
         r = run_one(json.loads(args.rest[0]))
         print("RESULT " + json.dumps(r), flush=True)
+        sys.stdout.flush()
+        os._exit(0)  # skip interpreter teardown (compile worker pools): seconds per run
+    if args.bench == "list":
+        for b, names in DEFAULT_CONFIGS.items():
+            print(f"{b}: " + " ".join(names))
+        print("any STRATEGY-EXECUTOR[-graphs][-nocache]: strategies " + ", ".join(STRATEGY_NAMES)
+              + "; executors " + ", ".join(EXECUTORS))
         return 0
     if args.bench == "report":
-        for p in args.rest:
-            print(format_table(json.loads(Path(p).read_text())))
-            print()
+        section = report([Path(p) for p in args.rest], args.out)
+        if args.print:
+            print(section)
+        else:
+            write_report(section, args.md)
+            print(f"rewrote the generated section of {args.md}")
         return 0
-    for b in (["memory", "adam", "llama"] if args.bench == "all" else [args.bench]):
-        run_all(b, args.quick, args.layers, args.timeout, args.out, args.skip, args.strategies, args.cache_off,
-                args.cuda_graphs)
+    if args.bench != "run":
+        args.benches = ["memory", "adam", "llama"] if args.bench == "all" else [args.bench]
+    elif not args.benches:
+        ap.error("run needs --benches")
+    for n in args.configs or []:
+        parse_config(n)  # unknown names fail here, not in a child
+    run(args)
     return 0
 
 
