@@ -14,6 +14,19 @@ bf16 (about 4 ulps of the largest value; compiled programs reorder reductions
 and keep intermediates at other precisions), plus an absolute floor
 (``ABSOLUTE_FLOOR``: 1e-5 f32, 1e-3 bf16/f16) for tensors that are zero in exact
 arithmetic; integers and bools exactly. Meta tensors: shapes and dtypes only.
+
+Random ops (dropout, ``torch.randn``, ...). Both runs start from the same generator
+state: the caller captures :class:`RandomState` before the reference and restores it
+after (so the compiled run, and the user's code after ``inspect``, see the state one
+eager call would leave), and the fusion passes keep random ops in program order
+(:mod:`trace_lab.passes.partition`). Each :func:`snapshot` records the generator state
+the run ended in. Equal end states mean both runs drew the same random numbers, and the
+comparison is exact (``mode='exact'``). Different end states mean they could not (an op
+that draws its numbers otherwise than eager's), so an exact difference would be a false
+alarm: floating tensors are then compared by distribution (``mode='statistical'``: same
+shape and dtype, the same count of NaNs, zeros and infinities up to sampling noise, mean
+and standard deviation within :data:`STAT_SIGMAS` standard errors), integers still
+exactly, and ``note`` says so.
 """
 from __future__ import annotations
 
@@ -25,7 +38,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.utils._pytree as pytree
 
-__all__ = ["reachable_tensors", "output_tensors", "Comparison", "compare_runs", "snapshot"]
+__all__ = ["reachable_tensors", "output_tensors", "Comparison", "compare_runs", "snapshot", "RandomState"]
 
 
 def output_tensors(out) -> list[torch.Tensor]:
@@ -76,11 +89,38 @@ def reachable_tensors(*objs, _depth: int = 0) -> list[torch.Tensor]:
     return out
 
 
+@dataclass(eq=False)
+class RandomState:
+    """The default generators' states: CPU, and every CUDA device once CUDA is initialised
+    (capturing never initialises CUDA)."""
+
+    cpu: torch.Tensor
+    cuda: list[torch.Tensor] | None
+
+    @classmethod
+    def capture(cls) -> "RandomState":
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        return cls(torch.get_rng_state(), cuda)
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, RandomState) or not torch.equal(self.cpu, other.cpu):
+            return False
+        mine, theirs = self.cuda or [], other.cuda or []
+        n = min(len(mine), len(theirs))  # CUDA initialised by one run only: compare what both saw
+        return all(torch.equal(a, b) for a, b in zip(mine[:n], theirs[:n]))
+
+
 @dataclass
 class Snapshot:
     outputs: list[torch.Tensor]
     grads: list[torch.Tensor | None]
     values: list[torch.Tensor]
+    random_state: RandomState | None = None  # the generators after the run (None: unknown)
 
 
 def snapshot(out, fn, args) -> Snapshot:
@@ -89,6 +129,7 @@ def snapshot(out, fn, args) -> Snapshot:
         outputs=[t.detach().clone() for t in output_tensors(out)],
         grads=[t.grad.detach().clone() if t.grad is not None else None for t in tensors],
         values=[t.detach().clone() for t in tensors],
+        random_state=RandomState.capture(),
     )
 
 
@@ -98,9 +139,12 @@ class Comparison:
     max_abs_diff: float
     checked: dict = field(default_factory=dict)  # outputs / grads / values: count
     problems: list[str] = field(default_factory=list)
+    mode: str = "exact"  # 'statistical' when the runs drew different random numbers (module docstring)
+    note: str = ""  # why the comparison is not exact, when it is not
 
     def to_dict(self) -> dict:
-        return {"ok": self.ok, "max_abs_diff": self.max_abs_diff, "checked": self.checked, "problems": self.problems}
+        return {"ok": self.ok, "max_abs_diff": self.max_abs_diff, "checked": self.checked, "problems": self.problems,
+                "mode": self.mode, "note": self.note}
 
 
 TOLERANCES = {torch.float64: 1e-7, torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 3e-2}
@@ -135,7 +179,50 @@ def _close(a: torch.Tensor, b: torch.Tensor, scale: float) -> str | None:
     return None
 
 
+# statistical comparison (random streams that differ): allowed deviation in standard errors
+STAT_SIGMAS = 6.0
+
+
+def _close_in_distribution(a: torch.Tensor, b: torch.Tensor, scale: float) -> str | None:
+    """None when ``a`` could be another draw of ``b``'s law (see the module docstring)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return f"shape/dtype {tuple(a.shape)}/{a.dtype} vs {tuple(b.shape)}/{b.dtype}"
+    if not (a.is_floating_point() or a.is_complex()) or a.device.type == "meta" or a.numel() == 0:
+        return _close(a, b, scale)
+    a64, b64 = a.detach().cpu().double().flatten(), b.detach().cpu().double().flatten()
+    if a.is_complex():
+        a64, b64 = torch.view_as_real(a.detach().cpu().flatten()).double(), torch.view_as_real(
+            b.detach().cpu().flatten()).double()
+    n = a64.numel()
+    for what, fa, fb in (("NaN", a64.isnan(), b64.isnan()), ("inf", a64.isinf(), b64.isinf()),
+                         ("zero", a64 == 0, b64 == 0)):
+        pa, pb = float(fa.double().mean()), float(fb.double().mean())
+        p = (pa + pb) / 2
+        if abs(pa - pb) > STAT_SIGMAS * (2 * p * (1 - p) / n) ** 0.5 + 1.0 / n:
+            return f"{what} fraction {pa:.3g} vs {pb:.3g} (more than sampling noise)"
+    fin_a, fin_b = a64[a64.isfinite()], b64[b64.isfinite()]
+    if not fin_a.numel() or not fin_b.numel():
+        return None
+    ma, mb = float(fin_a.mean()), float(fin_b.mean())
+    sa, sb = float(fin_a.std(correction=0)), float(fin_b.std(correction=0))
+    ref = max(float(fin_b.abs().max()), 1e-30)
+    floor = (ABSOLUTE_FLOOR.get(a.dtype, 1e-5) + TOLERANCES.get(a.dtype, 1e-4) * ref) * scale
+    if abs(ma - mb) > STAT_SIGMAS * ((sa * sa + sb * sb) / n) ** 0.5 + floor:
+        return f"mean {ma:.4g} vs {mb:.4g} (more than {STAT_SIGMAS:g} standard errors)"
+    # standard error of a standard deviation: sigma * sqrt(kurtosis - 1) / (2 sqrt(n)); kurtosis <= 1/p for
+    # a dropout-like law, so bound it generously by the sample's own fourth moment
+    kurt = float(((fin_b - mb) ** 4).mean()) / max(sb ** 4, 1e-300) if sb > 0 else 1.0
+    if abs(sa - sb) > STAT_SIGMAS * max(sa, sb) * (max(kurt - 1, 0.0) / (4 * n)) ** 0.5 + floor:
+        return f"std {sa:.4g} vs {sb:.4g} (more than {STAT_SIGMAS:g} standard errors)"
+    return None
+
+
 def compare_runs(compiled: Snapshot, eager: Snapshot, scale: float = 1.0) -> Comparison:
+    """Exact comparison when both runs drew the same random numbers (or their generator states
+    are unknown), else statistical (module docstring)."""
+    statistical = (compiled.random_state is not None and eager.random_state is not None
+                   and compiled.random_state != eager.random_state)
+    close = _close_in_distribution if statistical else _close
     problems: list[str] = []
     max_diff = 0.0
     checked = {"outputs": 0, "grads": 0, "values": 0}
@@ -150,7 +237,7 @@ def compare_runs(compiled: Snapshot, eager: Snapshot, scale: float = 1.0) -> Com
         checked[kind] += 1
         if a.is_floating_point() and a.numel() and a.device.type != "meta" and a.shape == b.shape:
             max_diff = max(max_diff, float((a.double() - b.double()).abs().nan_to_num(0.0).max().cpu()))
-        msg = _close(a, b, scale)
+        msg = close(a, b, scale)
         if msg:
             problems.append(f"{kind}[{i}]: {msg}")
 
@@ -159,7 +246,14 @@ def compare_runs(compiled: Snapshot, eager: Snapshot, scale: float = 1.0) -> Com
     for kind in ("outputs", "grads", "values"):
         for i, (a, b) in enumerate(zip(getattr(compiled, kind), getattr(eager, kind))):
             check(kind, i, a, b)
-    return Comparison(ok=not problems, max_abs_diff=max_diff, checked=checked, problems=problems)
+    if not statistical:
+        return Comparison(ok=not problems, max_abs_diff=max_diff, checked=checked, problems=problems)
+    note = ("compared statistically: the random generator ended in another state than after the eager "
+            "run, so the compiled program drew other random numbers (an op that draws them otherwise than "
+            f"eager); floating values compared by distribution (NaN/inf/zero fractions, mean, std within "
+            f"{STAT_SIGMAS:g} standard errors), integers exactly")
+    return Comparison(ok=not problems, max_abs_diff=max_diff, checked=checked, problems=problems,
+                      mode="statistical", note=note)
 
 
 def deepcopy_for_reference(fn, args):

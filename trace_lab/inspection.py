@@ -78,8 +78,10 @@ def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cach
             warnings.append("eager reference skipped: the function or its arguments cannot be deep-copied")
         else:
             ref_fn, ref_args = ref
+            random_state = compare.RandomState.capture()  # the compiled run draws what eager drew
             ref_out = call(ref_fn, ref_args)
             eager_snap = compare.snapshot(ref_out, ref_fn, ref_args)
+            random_state.restore()
             del ref, ref_fn, ref_args, ref_out
 
     jfn = fn if isinstance(fn, JitFunction) else jit(fn, fusion=fusion, executor=executor, fusion_cache=fusion_cache,
@@ -96,6 +98,8 @@ def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cach
         comparison = compare.compare_runs(compare.snapshot(out, target, args), eager_snap)
         if not comparison.ok:
             warnings.append("differs from eager: " + "; ".join(comparison.problems[:3]))
+        if comparison.note:  # not an exact comparison (random ops): say how it compared
+            warnings.append(comparison.note)
     del out
     if not jfn.programs:
         warnings.append("no program was compiled: the function ran no tensor operations that torch.compile captured")

@@ -17,18 +17,26 @@ group's first original position (the original order wherever it is free).
 Which op is fusible is asked of ``can_fuse`` (the executor) and nothing else.
 Inside a unit ops keep their original relative order, which is always a valid
 execution order.
+
+Random ops (``torch.Tag.nondeterministic_seeded``: dropout, rand, randn, bernoulli,
+...) read and advance the global generator, a dependency the dataflow does not
+show. :class:`OpGraph` adds an ordering edge from each random op (or region holding
+one) to the next, so every grouping and every order below (and the scheduler's in
+:mod:`.schedule`, which reads the same edges) draws random numbers in program
+order: the compiled program reproduces eager's random stream from the same seed.
 """
 from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
 
+import torch
 import torch.fx as fx
 
 from ..trace import is_getitem
 
 __all__ = ["Unit", "OpGraph", "singleton_units", "dataflow_groups", "topological_order", "horizontal_order",
-           "units_from_groups"]
+           "units_from_groups", "draws_random"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -49,8 +57,21 @@ def producer(value: fx.Node) -> fx.Node:
     return value.args[0] if is_getitem(value) else value
 
 
+def draws_random(node: fx.Node, gm: fx.GraphModule | None = None) -> bool:
+    """Does ``node`` draw from a random generator (a seeded-nondeterministic aten op, or a
+    fused region of ``gm`` holding one)?"""
+    if node.op == "call_function":
+        target = node.target
+        return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
+    if node.op == "call_module" and gm is not None:
+        sub = gm.get_submodule(node.target)
+        return any(draws_random(n, sub) for n in sub.graph.nodes)
+    return False
+
+
 class OpGraph:
-    """The ops of a Trace (getitems folded into their producer) and their data edges."""
+    """The ops of a Trace (getitems folded into their producer), their data edges, and an
+    ordering edge from each random op to the next (see the module docstring)."""
 
     def __init__(self, trace, can_fuse):
         self.trace = trace
@@ -59,12 +80,17 @@ class OpGraph:
         self.fusible = {n: bool(can_fuse(n)) for n in self.ops}
         self.preds: dict[fx.Node, list[fx.Node]] = {}
         self.succs: dict[fx.Node, list[fx.Node]] = {n: [] for n in self.ops}
+        last_random = None
         for n in self.ops:
             ps = []
             for a in n.all_input_nodes:
                 p = producer(a)
                 if p in self.pos and p not in ps:
                     ps.append(p)
+            if draws_random(n, trace.gm):
+                if last_random is not None and last_random not in ps:
+                    ps.append(last_random)
+                last_random = n
             self.preds[n] = ps
             for p in ps:
                 self.succs[p].append(n)
