@@ -3,7 +3,8 @@
 Layout: controls (fusion, executor, fusion cache, wait sorting, runs, Rerun,
 Stop), a status row (progress bar, step, errors), a run / program / kind picker,
 and five tabs: Summary, Trace (stage picker, highlighted trace with live-bytes
-bars), Graph (before/after fusion, rendered when the tab is opened), Memory
+bars; a stage longer than ``LAZY_LINES`` shows a window around its head, peak
+and tail until "whole trace" is pressed, so the widget state stays small), Graph (before/after fusion, rendered when the tab is opened), Memory
 (one curve per run) and Compare (one row per run, best values starred).
 
 Displaying a LabView gives a MIME bundle with the widget view *and* the same
@@ -34,7 +35,7 @@ import time
 import weakref
 
 from ..jit import EXECUTOR_CHOICES, FUSION_STRATEGIES
-from ..report.html import (code_html, compare_html, css, error_html, esc, memory_html, part_traces,
+from ..report.html import (LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html, part_traces,
                            report_html, summary_html)
 from .runner import RunOptions
 from .session import Session
@@ -141,12 +142,17 @@ class LabView:
                                            style={"button_width": "92px"})
         self.program_select = W.Dropdown(description="program", layout=W.Layout(width="260px"))
         self.stage_select = W.Dropdown(description="stage", layout=W.Layout(width="320px"))
+        self.whole_trace = W.ToggleButton(value=False, description="whole trace", icon="expand",
+                                          tooltip=f"a stage longer than {LAZY_LINES} lines shows its first lines, "
+                                                  "those around the peak and its last lines; press to draw every line",
+                                          layout=W.Layout(width="130px", display="none"))
         self.summary = W.HTML()
         self.trace = W.HTML()
         self.graph = W.HTML()
         self.memory = W.HTML()
         self.table = W.HTML()
-        self.tabs = W.Tab(children=[self.summary, W.VBox([self.stage_select, self.trace]), self.graph, self.memory,
+        self.tabs = W.Tab(children=[self.summary, W.VBox([W.HBox([self.stage_select, self.whole_trace]), self.trace]),
+                                    self.graph, self.memory,
                                     self.table])
         self.tabs.titles = ("Summary", "Trace", "Graph", "Memory", "Compare")
         self.widget = W.VBox([
@@ -168,6 +174,7 @@ class LabView:
         self.program_select.observe(self._on_part, names="value")
         self.kind_select.observe(self._on_part, names="value")
         self.stage_select.observe(self._on_stage, names="value")
+        self.whole_trace.observe(self._on_stage, names="value")
         self.tabs.observe(self._on_tab, names="selected_index")
         self._refresh_suspended = False
         self.table_session.subscribe(self)
@@ -379,7 +386,14 @@ class LabView:
         part = self._current_part()
         if part is None or self.stage_select.value is None:
             return
-        self.trace.value = _wrap(code_html(part[1][self.stage_select.value]))
+        stage = part[1][self.stage_select.value]
+        text = str(stage)
+        long = len(text.splitlines()) > LAZY_LINES
+        self.whole_trace.layout.display = None if long else "none"
+        hint = ("Press <b>whole trace</b> above to draw every line; the text of any stage: "
+                "<code>print(report.traces(kind)[k])</code> (keep the Report with <code>-o report</code>).")
+        self.trace.value = _wrap(code_html(stage, None if self.whole_trace.value else LAZY_LINES,
+                                           how_to_see_all=hint, text=text))
 
     def _on_tab(self, change) -> None:
         if change["new"] == 2 and not self.graph.value:

@@ -12,17 +12,33 @@ lines inside traces, warnings, error messages) is escaped, either by ``esc`` or
 by pygments' formatter; the page is self-contained (inline CSS, no network),
 so a saved report opens offline. The graph view and the memory plot come from
 :mod:`trace_lab.report.optional_views` and are placeholders when absent.
+
+Size: a notebook keeps every output in the .ipynb, so one report stays well
+under 1 MB whatever the program's size. A stage longer than ``LAZY_LINES`` is
+shown as a window (its first lines, the lines around the peak, its last lines;
+each gap says which lines it hides) and the whole part (every stage's lines, one
+table of distinct lines shared by the stages, and their memory) is stored once,
+gzip + base64 (:func:`pack`), in a hidden element; "show all N lines" unpacks it
+in the browser (``DecompressionStream``, trace_lab's own script, no network) and
+draws every line as the server would. Where scripts do not run (an untrusted
+notebook, GitHub) the window and the way to the full text (``print`` the stage,
+``report.save_html``) are still shown. Large graph SVG / DOT and the
+WebAssembly Graphviz are stored the same way (:mod:`trace_lab.report.render`),
+the renderer once per report.
 """
 from __future__ import annotations
 
+import base64
+import gzip
 import html
+import json
 import re
 import uuid
 from functools import lru_cache
 
 __all__ = ["esc", "CSS", "code_html", "summary_html", "traces_html", "graphs_html", "memory_html",
            "compare_html", "tabs_html", "report_html", "standalone_page", "memory_curves", "part_traces", "error_html",
-           "trace_html", "css"]
+           "trace_html", "css", "pack", "unpack", "INFLATE_JS", "LAZY_LINES"]
 
 TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare"]
 
@@ -51,6 +67,11 @@ _BASE_CSS = """
 .tl-code .tl-bar{flex:0 0 64px;height:0.9em;margin-top:0.2em;background:#eaeef2;position:relative}
 .tl-code .tl-bar i,.tl-code .tl-bar b{position:absolute;left:0;top:0;bottom:0;background:#54aeff}
 .tl-code .tl-bar b{background:#b6e3ff}
+.tl-code .tl-bar.tl-nb{visibility:hidden}
+.tl-code .tl-gap{color:#57606a;font-style:italic;padding:1px 6px 1px 70px;background:#eef1f4;white-space:pre-wrap}
+.tl-report .tl-lazy{font-size:12px;color:#57606a;margin:2px 0}
+.tl-report .tl-lazy button{font-size:12px;cursor:pointer;margin-right:6px}
+.tl-report .tl-z{display:none}
 .tl-code .tl-pk{background:#ffebe9}
 .tl-code .tl-pk .tl-bar i{background:#cf222e}
 .tl-code .tl-pk .tl-bar b{background:#ffaba8}
@@ -134,53 +155,249 @@ def _fmt_bytes(n) -> str:
     return format_bytes(n)
 
 
-def code_html(trace, max_lines: int | None = 4000) -> str:
-    """One trace: highlighted lines, a live-bytes bar per op line, the peak line marked,
-    each fused region's ops folded under its line. Falls back to plain highlighting
-    if the printed text and the liveness lines do not pair up."""
-    text = str(trace)
+LAZY_LINES = 300  # a stage with more lines is shown as a window (head, around the peak, tail)
+HEAD_LINES, PEAK_CONTEXT, TAIL_LINES = 30, 15, 8
+
+
+def pack(obj) -> str:
+    """Plain data -> gzip + base64 text (the browser unpacks it with :data:`INFLATE_JS`)."""
+    raw = json.dumps(obj, separators=(",", ":")).encode("utf-8") if not isinstance(obj, (bytes, str)) else (
+        obj.encode("utf-8") if isinstance(obj, str) else obj)
+    return base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
+
+
+def unpack(text: str, as_json: bool = True):
+    """The inverse of :func:`pack` (tests, tools)."""
+    raw = gzip.decompress(base64.b64decode(text)).decode("utf-8")
+    return json.loads(raw) if as_json else raw
+
+
+# window.__tlInflate(base64) -> Promise of the text; defined once per page, used by the trace and graph scripts
+INFLATE_JS = r"""window.__tlInflate = window.__tlInflate || function (b64) {
+  if (!window.DecompressionStream) { return Promise.reject(new Error('this browser cannot unpack gzip (DecompressionStream)')); }
+  var bin = atob(b64), u = new Uint8Array(bin.length);
+  for (var i = 0; i < bin.length; i++) { u[i] = bin.charCodeAt(i); }
+  return new Response(new Blob([u]).stream().pipeThrough(new DecompressionStream('gzip'))).text();
+};
+"""
+
+# "show all N lines": unpack the part's data and draw every line of the stage as code_html does
+TRACE_JS = INFLATE_JS + r"""if (!window.__tlTraceInit) { window.__tlTraceInit = true; (function () {
+  var R = /(\n)|([ \t]+)|(#[^|\n]*)(\|[^\n]*)|(#[^\n]*)|\b(def|del|return|import|None|True|False)\b|\b((?:aten|torch|operator)(?:\.\w+)+)|\b(fusion\d+)\b|('[^'\n]*'|"[^"\n]*")|(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(\w+)|([=*+-\/])|([\s\S])/y;
+  var CLS = {3: 'c1', 4: 'cs', 5: 'c1', 6: 'k', 7: 'nf', 8: 'nc', 9: 's', 10: 'm', 11: 'n', 12: 'o', 13: 'p'};
+  function esc(t) { return t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'); }  // as pygments
+  function attr(t) { return esc(t).replace(/"/g, '&quot;').replace(/'/g, '&#x27;'); }
+  function hl(line) {  // tokens of one class in a row are merged, as pygments' formatter does
+    var out = '', m, cur = null, buf = '';
+    function flush() { if (buf) { out += cur ? '<span class="' + cur + '">' + esc(buf) + '</span>' : esc(buf); } buf = ''; }
+    R.lastIndex = 0;
+    while (R.lastIndex < line.length && (m = R.exec(line))) {
+      for (var g = 1; g < m.length; g++) {
+        if (m[g] === undefined) { continue; }
+        var c = CLS[g] || '';
+        if (c !== cur) { flush(); cur = c; }
+        buf += m[g];
+      }
+    }
+    flush();
+    return out;
+  }
+  function fb(n) {
+    var u = [['GiB', 1073741824], ['MiB', 1048576], ['KiB', 1024]];
+    for (var i = 0; i < 3; i++) { if (Math.abs(n) >= u[i][1]) { return (n / u[i][1]).toFixed(2) + ' ' + u[i][0]; } }
+    return Math.trunc(n) + ' B';
+  }
+  function sums(xs) { var a = 0; return xs.map(function (x) { a += x; return a; }); }
+  function draw(d, st) {
+    var out = [], L = d.lines, I = sums(st.idx), base = st.base, scale = st.scale, op = {}, fold = {}, rows = [];
+    sums(st.ops).forEach(function (i, k) { op[i] = k; });
+    st.fold.forEach(function (f) { fold[f[0]] = f[1]; });
+    for (var i = 0; i < I.length; i++) {
+      var n = fold[i] || 0; rows.push([i, op[i] === undefined ? -1 : op[i], n]); i += n;
+    }
+    rows.forEach(function (r) {
+      var i = r[0], k = r[1], n = r[2], m = k >= 0 ? st.mem[k] : null, bar, cls = 'tl-l';
+      if (m) {
+        var pct = (100 * Math.max(m[0] - base, 0) / scale).toFixed(1), hw = (100 * Math.max(m[1] - base, 0) / scale).toFixed(1);
+        var tip = 'live ' + fb(m[0]) + ' after this line (dark bar, above inputs); allocated ' + fb(m[2]) + ', freed ' +
+          fb(m[3]) + '; while it runs ' + fb(m[1]) + ' (light bar)';
+        bar = '<span class="tl-bar" title="' + attr(tip) + '"><b style="width:' + hw + '%"></b><i style="width:' + pct + '%"></i></span>';
+        if (k === st.peak) { cls = 'tl-l tl-pk'; }
+      } else { bar = '<span class="tl-bar tl-nb"></span>'; }
+      var code = hl(L[I[i]]);
+      if (n > 0) {
+        var inner = '';
+        for (var j = i + 1; j <= i + n; j++) {
+          inner += '<div class="tl-l tl-inner"><span class="tl-bar tl-nb"></span><code>' + hl(L[I[j]]) + '</code></div>';
+        }
+        out.push('<details class="tl-region"><summary><div class="' + cls + '">' + bar + '<code>' + code +
+                 '<span class="tl-fold">' + n + ' ops</span></code></div></summary>' + inner + '</details>');
+      } else { out.push('<div class="' + cls + '">' + bar + '<code>' + code + '</code></div>'); }
+    });
+    return out.join('');
+  }
+  window.__tlTraceDraw = draw;  // (data, stage data) -> the rows' HTML, as code_html draws them
+  document.addEventListener('click', function (ev) {
+    var b = ev.target.closest ? ev.target.closest('button.tl-all') : null;
+    if (!b) { return; }
+    var win = b.parentNode.nextElementSibling, full = win && win.nextElementSibling;
+    if (full && full.classList.contains('tl-full')) {
+      var show = full.style.display === 'none';
+      full.style.display = show ? '' : 'none'; win.style.display = show ? 'none' : '';
+      b.textContent = show ? b.getAttribute('data-less') : b.getAttribute('data-more'); return;
+    }
+    var store = document.getElementById(win.getAttribute('data-tlp'));
+    if (!store) { return; }
+    b.disabled = true; b.textContent = 'unpacking\u2026';
+    store.__tlData = store.__tlData || window.__tlInflate(store.getAttribute('data-tlz')).then(JSON.parse);
+    store.__tlData.then(function (d) {
+      var div = document.createElement('div');
+      div.className = 'tl-code tl-full';
+      div.innerHTML = draw(d, d.stages[+win.getAttribute('data-tls')]);
+      win.parentNode.insertBefore(div, win.nextSibling); win.style.display = 'none';
+      b.disabled = false; b.textContent = b.getAttribute('data-less');
+    }).catch(function (e) { b.disabled = false; b.textContent = 'could not unpack: ' + e; });
+  });
+})(); }
+"""
+
+
+def _layout(trace, text: str | None = None):
+    """(lines, liveness, rows, mem_index): rows are (line, op line's liveness or None, folded inner lines)."""
+    text = str(trace) if text is None else text
     live = trace.liveness()
     lines = text.splitlines()
-    shown = highlight_lines("\n".join(lines))
     op_idx = [i for i, ln in enumerate(lines) if _OP_LINE.match(ln)]
     paired = len(op_idx) == len(live.lines)
-    # bars show bytes above the inputs (inputs are held by the caller and never freed)
-    base, scale = live.entry_bytes, max(live.peak_bytes - live.entry_bytes, 1)
     mem = {i: live.lines[k] for k, i in enumerate(op_idx)} if paired else {}
-    peak_line = live.peak_line
-    out = []
-    i = 0
-    truncated = 0
-    if max_lines is not None and len(lines) > max_lines:
-        truncated = len(lines) - max_lines
-        lines = lines[:max_lines]
+    rows, i = [], 0
     while i < len(lines):
         m = mem.get(i)
-        if m is not None:
-            pct = 100.0 * max(m.live_after - base, 0) / scale
-            hw = 100.0 * max(m.high_water - base, 0) / scale
-            tip = (f"live {_fmt_bytes(m.live_after)} after this line (dark bar, above inputs); allocated {_fmt_bytes(m.allocated)}, "
-                   f"freed {_fmt_bytes(m.freed)}; while it runs {_fmt_bytes(m.high_water)} (light bar)")
-            bar = (f'<span class="tl-bar" title="{esc(tip)}"><b style="width:{hw:.1f}%"></b>'
-                   f'<i style="width:{pct:.1f}%"></i></span>')
-        else:
-            bar = '<span class="tl-bar" style="visibility:hidden"></span>'
-        cls = "tl-l tl-pk" if (m is not None and m is peak_line) else "tl-l"
-        row = f'<div class="{cls}">{bar}<code>{shown[i]}</code></div>'
-        inner = []
         j = i + 1
         while m is not None and j < len(lines) and _REGION_INNER.match(lines[j]) and m.node.op == "call_module":
-            inner.append(f'<div class="tl-l tl-inner"><span class="tl-bar" style="visibility:hidden"></span>'
-                         f"<code>{shown[j]}</code></div>")
             j += 1
-        if inner:
-            row = (f'<details class="tl-region"><summary><div class="{cls}">{bar}<code>{shown[i]}'
-                   f'<span class="tl-fold">{len(inner)} ops</span></code></div></summary>{"".join(inner)}</details>')
-        out.append(row)
+        rows.append((i, m, j - i - 1))
         i = j
-    if truncated:
-        out.append(f'<div class="tl-l"><code># ... {truncated} more lines (see str(trace))</code></div>')
-    return f'<div class="tl-code">{"".join(out)}</div>'
+    return lines, live, rows, {i: k for k, i in enumerate(op_idx)} if paired else {}
+
+
+def _scale(live):
+    # bars show bytes above the inputs (inputs are held by the caller and never freed)
+    return live.entry_bytes, max(live.peak_bytes - live.entry_bytes, 1)
+
+
+def _row_html(shown, row, base, scale, peak_line) -> str:
+    i, m, n_inner = row
+    if m is not None:
+        pct = 100.0 * max(m.live_after - base, 0) / scale
+        hw = 100.0 * max(m.high_water - base, 0) / scale
+        tip = (f"live {_fmt_bytes(m.live_after)} after this line (dark bar, above inputs); allocated {_fmt_bytes(m.allocated)}, "
+               f"freed {_fmt_bytes(m.freed)}; while it runs {_fmt_bytes(m.high_water)} (light bar)")
+        bar = (f'<span class="tl-bar" title="{esc(tip)}"><b style="width:{hw:.1f}%"></b>'
+               f'<i style="width:{pct:.1f}%"></i></span>')
+    else:
+        bar = '<span class="tl-bar tl-nb"></span>'
+    cls = "tl-l tl-pk" if (m is not None and m is peak_line) else "tl-l"
+    if not n_inner:
+        return f'<div class="{cls}">{bar}<code>{shown[i]}</code></div>'
+    inner = "".join(f'<div class="tl-l tl-inner"><span class="tl-bar tl-nb"></span><code>{shown[j]}</code></div>'
+                    for j in range(i + 1, i + 1 + n_inner))
+    return (f'<details class="tl-region"><summary><div class="{cls}">{bar}<code>{shown[i]}'
+            f'<span class="tl-fold">{n_inner} ops</span></code></div></summary>{inner}</details>')
+
+
+def _window_rows(rows, n_lines, peak_line) -> set[int]:
+    """Indices of the rows a windowed stage shows: the head, the rows around the peak, the tail."""
+    keep = set()
+    for r, (i, m, n) in enumerate(rows):
+        if i < HEAD_LINES or i + n >= n_lines - TAIL_LINES:
+            keep.add(r)
+    peak_row = next((r for r, (_, m, _) in enumerate(rows) if m is not None and m is peak_line), None)
+    if peak_row is not None:
+        keep.update(range(max(peak_row - PEAK_CONTEXT, 0), min(peak_row + PEAK_CONTEXT + 1, len(rows))))
+    return keep
+
+
+def code_html(trace, max_lines: int | None = LAZY_LINES, *, data_id: str | None = None, stage: int = 0,
+              how_to_see_all: str = "", text: str | None = None) -> str:
+    """One trace: highlighted lines, a live-bytes bar per op line, the peak line marked,
+    each fused region's ops folded under its line. Falls back to plain highlighting
+    if the printed text and the liveness lines do not pair up.
+
+    Longer than ``max_lines`` (None: never): a window (the first lines, the lines around
+    the peak, the last lines) with a line saying what each gap hides. ``data_id`` names the
+    element holding the part's packed data (:func:`part_data_html`): the view then gets a
+    "show all N lines" button that draws every line in the browser; ``how_to_see_all`` is
+    shown next to it (or alone) to say how else to read the whole trace."""
+    lines, live, rows, _ = _layout(trace, text)
+    base, scale = _scale(live)
+    peak_line = live.peak_line
+    if max_lines is None or len(lines) <= max_lines:
+        shown = highlight_lines("\n".join(lines))
+        return f'<div class="tl-code">{"".join(_row_html(shown, r, base, scale, peak_line) for r in rows)}</div>'
+    keep = _window_rows(rows, len(lines), peak_line)
+    # highlight only the lines shown (no token spans a line, so each line comes out as in the whole text)
+    needed = sorted(j for r in keep for j in range(rows[r][0], rows[r][0] + rows[r][2] + 1))
+    shown = dict(zip(needed, highlight_lines("\n".join(lines[j] for j in needed))))
+    out, hidden_from = [], None
+    for r, row in enumerate(rows):
+        if r not in keep:
+            hidden_from = row[0] if hidden_from is None else hidden_from
+            continue
+        if hidden_from is not None:
+            out.append(_gap_html(hidden_from, row[0]))
+            hidden_from = None
+        out.append(_row_html(shown, row, base, scale, peak_line))
+    if hidden_from is not None:
+        out.append(_gap_html(hidden_from, len(lines)))
+    n_shown = sum(rows[r][2] + 1 for r in keep)
+    peak_at = next((i for i, m, _ in rows if m is not None and m is peak_line), None)
+    where = f", the peak is line {peak_at + 1:,}" if peak_at is not None else ""
+    button = ""
+    if data_id is not None:
+        more, less = f"show all {len(lines):,} lines", "show the window only"
+        button = (f'<button type="button" class="tl-all" data-more="{esc(more)}" data-less="{esc(less)}">'
+                  f"{esc(more)}</button>")
+    head = (f'<div class="tl-lazy">{button}long trace: {n_shown:,} of {len(lines):,} lines shown (the first, those around '
+            f"the peak, the last{where}). {how_to_see_all}</div>")
+    attrs = f' data-tlp="{esc(data_id)}" data-tls="{int(stage)}"' if data_id is not None else ""
+    return f'{head}<div class="tl-code"{attrs}>{"".join(out)}</div>'
+
+
+def _gap_html(start: int, stop: int) -> str:
+    n = stop - start
+    return (f'<div class="tl-gap">&#8942; {n:,} line{"s" if n != 1 else ""} not shown here '
+            f"(lines {start + 1:,}&ndash;{stop:,})</div>")
+
+
+def _deltas(xs: list[int]) -> list[int]:
+    return [x - (xs[k - 1] if k else 0) for k, x in enumerate(xs)]
+
+
+def part_data(stages, texts: list[str] | None = None) -> dict:
+    """Every stage of one program part as plain data for the browser: one table of distinct lines
+    shared by the stages; per stage its lines as indices into the table, the op lines (the k-th
+    carries ``mem[k]`` = [live_after, high_water, allocated, freed]), the folded regions
+    ([op line, inner lines]), the bar scale and the peak's op index. Index lists are
+    delta-coded (they mostly step by 1 or 3, which gzip stores in almost nothing)."""
+    table: dict[str, int] = {}
+    out = []
+    for k, t in enumerate(stages):
+        lines, live, rows, op_of = _layout(t, texts[k] if texts else None)
+        base, scale = _scale(live)
+        mem_lines = live.lines if op_of else []
+        peak_k = next((k for k, m in enumerate(mem_lines) if m is live.peak_line), -1)
+        out.append({"idx": _deltas([table.setdefault(ln, len(table)) for ln in lines]),
+                    "ops": _deltas(sorted(op_of)),
+                    "fold": [[i, n] for i, _, n in rows if n],
+                    "mem": [[m.live_after, m.high_water, m.allocated, m.freed] for m in mem_lines],
+                    "base": base, "scale": scale, "peak": peak_k})
+    return {"lines": list(table), "stages": out}
+
+
+def part_data_html(data_id: str, stages, texts: list[str] | None = None) -> str:
+    """The hidden element holding :func:`part_data` packed (gzip + base64)."""
+    return f'<div class="tl-z" hidden id="{esc(data_id)}" data-tlz="{pack(part_data(stages, texts))}"></div>'
 
 
 # -- report parts ----------------------------------------------------------------------------
@@ -228,32 +445,74 @@ def summary_html(report) -> str:
     return f"{status}<table>{body}</table>{warns}{extra}"
 
 
+def _see_all_hint(report, label: str, k: int) -> str:
+    kind, _, prog = label.partition(" #")
+    if report.jfn is None:
+        how = f"<code>print(report.stored_traces({esc(repr(label))})[{k}])</code>"
+    else:
+        pos = next((n for n, p in enumerate(report.jfn.programs) if str(p.index) == prog), -1)
+        how = f"<code>print(report.traces({esc(repr(kind))}, {pos})[{k}])</code>"
+    return (f"The whole text: {how}, or <code>report.save_html(path)</code> and open the file in a browser "
+            "(&ldquo;show all&rdquo; needs the page's script: a trusted notebook or an HTML export).")
+
+
+def _body(text: str) -> str:
+    """A stage's text without its title comment (which names the stage)."""
+    return text.split("\n", 1)[1] if text.startswith("# trace_lab:") and "\n" in text else text
+
+
 def traces_html(report) -> str:
     parts = part_traces(report)
     if not parts:
         return '<div class="tl-placeholder">no program was compiled</div>'
-    out = []
+    out, lazy = [], False
     for label, stages in parts:
         inner = []
-        for k, t in enumerate(stages):
+        texts = [str(t) for t in stages]
+        long = any(len(text.splitlines()) > LAZY_LINES for text in texts)
+        data_id = "tlz" + uuid.uuid4().hex[:12] if long else None
+        first: dict[str, int] = {}
+        for k, (t, text) in enumerate(zip(stages, texts)):
             live = t.liveness()
-            head = (f"stage {k}: {esc(t.stage)} &mdash; {len(t.ops)} lines, peak {esc(_fmt_bytes(live.peak_bytes))} "
-                    f"(+{esc(_fmt_bytes(live.peak_above_inputs_bytes))} above inputs)")
+            same = first.setdefault(_body(text), k)  # a pass that changed nothing: say so
+            head = (f"stage {k}: {esc(t.stage)} &mdash; {len(t.ops)} ops, peak {esc(_fmt_bytes(live.peak_bytes))} "
+                    f"(+{esc(_fmt_bytes(live.peak_above_inputs_bytes))} above inputs)"
+                    + (f" &mdash; same lines as stage {same} (a new title only)" if same != k else ""))
             opened = " open" if k == len(stages) - 1 else ""
-            inner.append(f"<details{opened}><summary>{head}</summary>{code_html(t)}</details>")
+            body = code_html(t, data_id=data_id, stage=k, how_to_see_all=_see_all_hint(report, label, k), text=text)
+            inner.append(f"<details{opened}><summary>{head}</summary>{body}</details>")
+        store = ""
+        if data_id is not None:
+            store, lazy = part_data_html(data_id, stages, texts), True
         out.append(f"<details open><summary><b>{esc(label)}</b> ({len(stages)} stages)</summary>"
-                   f"<div style='margin-left:12px'>{''.join(inner)}</div></details>")
+                   f"<div style='margin-left:12px'>{''.join(inner)}</div>{store}</details>")
+    if lazy:
+        out.append(f"<script>{TRACE_JS}</script>")
     return "".join(out)
 
 
 def graphs_html(report, max_parts: int = 2) -> str:
+    """Before/after graphs of the first ``max_parts`` program parts. Large SVG / DOT are stored packed and the
+    in-browser renderer (when ``dot`` is absent) is embedded once for all parts."""
     from .optional_views import graph_view_html
 
-    parts = part_traces(report)[:max_parts]
+    all_parts = part_traces(report)
+    parts = all_parts[:max_parts]
     if not parts:
         return '<div class="tl-placeholder">no program was compiled</div>'
-    return "".join(f"<h5>{esc(label)}: {esc(stages[0].stage)} &rarr; {esc(stages[-1].stage)}</h5>"
-                   f"{graph_view_html(stages[0], stages[-1])}" for label, stages in parts)
+    views = [f"<h5>{esc(label)}: {esc(stages[0].stage)} &rarr; {esc(stages[-1].stage)}</h5>"
+             f"{graph_view_html(stages[0], stages[-1], include_js=False, compress=True)}" for label, stages in parts]
+    loader = ""
+    if any("data-tl-viz" in v for v in views):
+        from .render import viz_loader_html
+
+        loader = viz_loader_html(compressed=True)
+    rest = ""
+    if len(all_parts) > max_parts:
+        rest = (f'<div class="tl-placeholder">{len(all_parts) - max_parts} more program parts not drawn here: '
+                f"{esc(', '.join(label for label, _ in all_parts[max_parts:]))} "
+                "(<code>trace_lab.report.graph.save_graphs(report, folder)</code> draws them all)</div>")
+    return loader + "".join(views) + rest
 
 
 def memory_curves(runs, part_label: str) -> dict[str, list[int]]:

@@ -31,13 +31,14 @@ def optional(module: str, attr: str):
     return fn, (f"needs {module}.{attr}" if fn is None else "")
 
 
-def graph_view_html(before, after) -> str:
-    """Before/after-fusion graphs of one program part (``trace_lab.report.graph``)."""
+def graph_view_html(before, after, **options) -> str:
+    """Before/after-fusion graphs of one program part (``trace_lab.report.graph``); ``options`` go to
+    :func:`trace_lab.report.render.graph_view_html` (e.g. ``include_js``, ``compress``)."""
     fn, why = optional("trace_lab.report.graph", "graph_view_html")
     if fn is None:
         return placeholder(f"graph view {why}")
     try:
-        return fn(before, after)
+        return fn(before, after, **options)
     except Exception as e:  # noqa: BLE001 - a broken view must not take the other tabs down
         return placeholder(f"graph view failed: {type(e).__name__}: {e}")
 

@@ -14,6 +14,13 @@ program side by side with a CSS-only toggle (side by side / before / after).
 Everything from user code reaches the page escaped: labels are escaped when the
 DOT is built (:func:`trace_lab.report.graph.dot_escape`), the DOT embedded for
 the browser is a JSON string with ``<``, ``>`` and ``&`` as ``\\uXXXX``.
+
+Size (``compress=True``, what the report's Graph tab uses): an SVG or DOT source
+above ``COMPRESS_MIN`` characters is stored gzip + base64 in a hidden element
+and unpacked by the page's script (``DecompressionStream``), the renderer is
+stored the same way (about 0.65 MB instead of 1.3 MB) and
+:func:`viz_loader_html` puts it once on a page for every graph on it (the
+graphs wait on ``window.__tlVizP``). The defaults keep the plain inline forms.
 """
 from __future__ import annotations
 
@@ -26,10 +33,11 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["dot_available", "render_svg", "graph_html", "graph_view_html", "vendored_viz_js", "VIZ_JS_PATH",
-           "DOT_TIMEOUT_S"]
+           "DOT_TIMEOUT_S", "viz_loader_html", "COMPRESS_MIN"]
 
 VIZ_JS_PATH = Path(__file__).resolve().parent.parent / "static" / "viz-global.js"
 DOT_TIMEOUT_S = 30.0
+COMPRESS_MIN = 16_000  # with compress=True, an SVG or DOT source longer than this is stored packed
 
 CSS = """
 .tl-graph{position:relative;border:1px solid #d1d5db;border-radius:4px;background:#fff;margin:4px 0}
@@ -49,6 +57,7 @@ CSS = """
 .tl-gv-panes{display:flex;gap:8px}
 .tl-gv-pane{flex:1 1 0;min-width:0}
 .tl-gv-pane h4{font:600 13px system-ui,sans-serif;margin:2px 0}
+.tl-graph .tl-z{display:none}
 """
 
 # Pan/zoom: trace_lab's own, ~35 lines; state kept on the root element; 'fit' fits the width and is
@@ -93,12 +102,41 @@ RENDER_JS = r"""
 (function () {
   var root = document.getElementById(%(id)s), cv = root.querySelector('.tl-graph-canvas');
   var msg = root.querySelector('.tl-graph-msg');
-  if (!window.Viz) { msg.textContent = 'graph renderer (Viz.js) not loaded'; return; }
-  window.__tlViz = window.__tlViz || window.Viz.instance();
+  var ready = window.__tlVizP || (window.Viz ? Promise.resolve(window.Viz) : null);
+  if (!ready) { msg.textContent = 'graph renderer (Viz.js) not loaded'; return; }
+  window.__tlViz = window.__tlViz || ready.then(function (Viz) { return Viz.instance(); });
   window.__tlViz.then(function (viz) {
-    var svg = viz.renderSVGElement(%(dot)s);
-    cv.appendChild(svg); msg.remove(); window.__tlPanZoom(root);
+    %(body)s
   }).catch(function (e) { msg.textContent = 'could not lay out the graph: ' + e; });
+})();
+"""
+_RENDER_INLINE = "var svg = viz.renderSVGElement(%(dot)s);\n    cv.appendChild(svg); msg.remove(); window.__tlPanZoom(root);"
+# the DOT is stored packed in the source <pre>'s data-tlz; unpacked once for the layout and for the <pre>
+_RENDER_PACKED = ("return window.__tlDot(root).then(function (dot) {\n"
+                  "      cv.appendChild(viz.renderSVGElement(dot)); msg.remove(); window.__tlPanZoom(root); });")
+
+# packed SVG (dot rendered it): unpack into the canvas, then pan/zoom
+SVG_PACKED_JS = r"""
+(function () {
+  var root = document.getElementById(%(id)s), cv = root.querySelector('.tl-graph-canvas');
+  var msg = root.querySelector('.tl-graph-msg');
+  window.__tlInflate(root.querySelector('.tl-svg-z').getAttribute('data-tlz')).then(function (svg) {
+    cv.innerHTML = svg; msg.remove(); window.__tlPanZoom(root);
+  }).catch(function (e) { msg.textContent = 'could not unpack the graph: ' + e; });
+})();
+"""
+
+# a packed DOT source: unpacked when its <details> opens (or for the layout)
+DOT_PACKED_JS = r"""
+window.__tlDot = window.__tlDot || function (root) {
+  var pre = root.querySelector('pre.tl-dot-z');
+  pre.__tlText = pre.__tlText || window.__tlInflate(pre.getAttribute('data-tlz')).then(function (t) {
+    pre.textContent = t; return t; });
+  return pre.__tlText;
+};
+(function () {
+  var root = document.getElementById(%(id)s), d = root.querySelector('details.tl-dot-src');
+  d.addEventListener('toggle', function () { if (d.open) { window.__tlDot(root); } });
 })();
 """
 
@@ -147,6 +185,26 @@ def _viz_loader() -> str:
             + "\n}).call(window,undefined,undefined,undefined);}")
 
 
+@lru_cache(maxsize=1)
+def _viz_packed() -> str:
+    from .html import pack
+
+    return pack(vendored_viz_js())
+
+
+def viz_loader_html(compressed: bool = True) -> str:
+    """The in-browser renderer as one <script>: packed (unpacked asynchronously into ``window.__tlVizP``,
+    about half the size) or plain (defines ``window.Viz`` at once). Put it once before the graphs of a page."""
+    if not compressed:
+        return f"<script>{_viz_loader()}</script>"
+    from .html import INFLATE_JS
+
+    # the packed text is base64: it cannot close the script element
+    return ("<script>" + INFLATE_JS + "if(!window.__tlVizP){window.__tlVizP = window.Viz ? Promise.resolve(window.Viz) : "
+            f"window.__tlInflate(\"{_viz_packed()}\").then(function (src) {{\n"
+            "  (new Function('define', 'module', 'exports', src)).call(window); return window.Viz; });}</script>")
+
+
 def _js_string(s: str) -> str:
     """A JS string literal that cannot end a <script> element or open markup."""
     return json.dumps(s).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -162,38 +220,62 @@ def _notes_html(digraph) -> str:
     return "".join(f'<div class="tl-graph-notes">{html.escape(n)}</div>' for n in notes)
 
 
-def graph_html(digraph, *, height: str = "600px", include_js: bool = True, use_dot: bool | None = None) -> str:
+def graph_html(digraph, *, height: str = "600px", include_js: bool = True, use_dot: bool | None = None,
+               compress: bool = False) -> str:
     """A self-contained HTML snippet showing ``digraph`` with pan/zoom.
 
     ``use_dot``: None renders with ``dot`` when available and falls back to the
     vendored WebAssembly Graphviz; False forces the browser path. ``include_js``
-    False leaves out the 1.3 MB renderer (for a page that already carries it).
+    False leaves out the 1.3 MB renderer (for a page that already carries it:
+    :func:`viz_loader_html`). ``compress``: store an SVG or DOT source longer
+    than ``COMPRESS_MIN`` packed (gzip + base64), unpacked by the page's script.
+    A snippet that needs the renderer carries the attribute ``data-tl-viz``.
     """
+    from .html import INFLATE_JS, pack
+
     src = _source(digraph)
     gid = "tlg-" + uuid.uuid4().hex[:12]
     svg = render_svg(src) if (use_dot is None and dot_available()) or use_dot else None
     tools = ("<div class='tl-graph-tools'><button data-act='in'>+</button><button data-act='out'>&minus;</button>"
              "<button data-act='fit'>fit</button><button data-act='reset'>1:1</button></div>")
-    source = f"<details><summary>DOT source</summary><pre>{html.escape(src)}</pre></details>"
-    head = f"<div class='tl-graph' id='{gid}'><style>{CSS}</style>{tools}"
+    pack_dot = compress and len(src) > COMPRESS_MIN
+    if pack_dot:
+        source = (f"<details class='tl-dot-src'><summary>DOT source ({len(src) / 1024:.0f} KiB, stored packed: shown "
+                  "when opened, needs the page's script)</summary>"
+                  f"<pre class='tl-dot-z' data-tlz='{pack(src)}'></pre></details>")
+    else:
+        source = f"<details><summary>DOT source</summary><pre>{html.escape(src)}</pre></details>"
+    viz_attr = " data-tl-viz='1'" if svg is None else ""
+    head = f"<div class='tl-graph' id='{gid}'{viz_attr}><style>{CSS}</style>{tools}"
     viewport = f"<div class='tl-graph-viewport' style='height:{html.escape(height)}'><div class='tl-graph-canvas'>"
+    dot_js = (DOT_PACKED_JS % {"id": _js_string(gid)}) if pack_dot else ""
+    inflate = INFLATE_JS if (pack_dot or compress) else ""
     if svg is not None:
-        return (head + viewport + _strip_xml_header(svg) + "</div></div>" + _notes_html(digraph) + source
-                + f"<script>{PANZOOM_JS}\nwindow.__tlPanZoom(document.getElementById({_js_string(gid)}));</script>"
-                + "</div>")
-    scripts = (f"<script>{_viz_loader()}</script>" if include_js else "") + (
-        f"<script>{PANZOOM_JS}\n{RENDER_JS % {'id': _js_string(gid), 'dot': _js_string(src)}}</script>")
+        svg = _strip_xml_header(svg)
+        if compress and len(svg) > COMPRESS_MIN:
+            return (head + viewport + "</div><div class='tl-graph-msg'>drawing the graph (its SVG is stored packed in "
+                    "this page and unpacked by the page's script)&hellip;</div>"
+                    f"<div class='tl-z tl-svg-z' hidden data-tlz='{pack(svg)}'></div></div>" + _notes_html(digraph)
+                    + source + f"<script>{inflate}{PANZOOM_JS}\n{dot_js}{SVG_PACKED_JS % {'id': _js_string(gid)}}"
+                    "</script></div>")
+        return (head + viewport + svg + "</div></div>" + _notes_html(digraph) + source
+                + f"<script>{inflate}{PANZOOM_JS}\n{dot_js}"
+                f"window.__tlPanZoom(document.getElementById({_js_string(gid)}));</script></div>")
+    body = _RENDER_PACKED if pack_dot else _RENDER_INLINE % {"dot": _js_string(src)}
+    scripts = ((viz_loader_html(compressed=compress) if include_js else "")
+               + f"<script>{inflate}{PANZOOM_JS}\n{dot_js}{RENDER_JS % {'id': _js_string(gid), 'body': body}}</script>")
     return (head + viewport + "</div><div class='tl-graph-msg'>laying out the graph in the browser "
             "(WebAssembly Graphviz, offline)&hellip;</div></div>" + _notes_html(digraph) + source + scripts
             + "</div>")
 
 
 def graph_view_html(trace_before, trace_after, *, height: str = "600px", use_dot: bool | None = None,
-                    **graph_options) -> str:
+                    include_js: bool = True, compress: bool = False, **graph_options) -> str:
     """Before/after graphs of one program, side by side, with a toggle (side by side / before / after).
 
     Traces read back from another process (:class:`trace_lab.report.stored.StoredTrace`) bring
-    their graphs' DOT source along (``stored_graphs()``) and are laid out here."""
+    their graphs' DOT source along (``stored_graphs()``) and are laid out here. The renderer is included
+    once when a graph needs it and ``include_js``; ``compress`` as in :func:`graph_html`."""
     if hasattr(trace_before, "stored_graphs"):
         g_before, g_after = trace_before.stored_graphs()
     else:
@@ -201,13 +283,13 @@ def graph_view_html(trace_before, trace_after, *, height: str = "600px", use_dot
 
         g_before, g_after = before_after(trace_before, trace_after, **graph_options)
     vid = "tlgv-" + uuid.uuid4().hex[:12]
-    browser = not ((use_dot is None and dot_available()) or use_dot)
-    loader = f"<script>{_viz_loader()}</script>" if browser else ""
     panes = []
     for side, trace, g in (("before", trace_before, g_before), ("after", trace_after, g_after)):
         title = f"{side}: {trace.kind} · {trace.stage} · {len(trace.ops)} ops"
         panes.append(f"<div class='tl-gv-pane tl-gv-{side}'><h4>{html.escape(title)}</h4>"
-                     f"{graph_html(g, height=height, include_js=False, use_dot=use_dot)}</div>")
+                     f"{graph_html(g, height=height, include_js=False, use_dot=use_dot, compress=compress)}</div>")
+    needs_viz = any("data-tl-viz" in p for p in panes)
+    loader = viz_loader_html(compressed=compress) if needs_viz and include_js else ""
     radios, labels = [], []
     for mode, text in (("both", "side by side"), ("before", "before only"), ("after", "after only")):
         rid = f"{vid}-{mode}"
