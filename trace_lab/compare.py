@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.utils._pytree as pytree
 
-__all__ = ["reachable_tensors", "output_tensors", "Comparison", "compare_runs", "snapshot", "RandomState"]
+__all__ = ["reachable_tensors", "output_tensors", "Comparison", "compare_runs", "snapshot", "RandomState",
+           "why_not_copyable"]
 
 
 def output_tensors(out) -> list[torch.Tensor]:
@@ -254,6 +255,61 @@ def compare_runs(compiled: Snapshot, eager: Snapshot, scale: float = 1.0) -> Com
             f"{STAT_SIGMAS:g} standard errors), integers exactly")
     return Comparison(ok=not problems, max_abs_diff=max_diff, checked=checked, problems=problems,
                       mode="statistical", note=note)
+
+
+def why_not_copyable(fn, args, kwargs=None) -> str:
+    """Which of ``fn`` and its arguments cannot be deep-copied, where inside it and why (a sentence)."""
+    import inspect as pyinspect
+
+    kwargs = kwargs or {}
+    try:
+        names = [p.name for p in pyinspect.signature(fn).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    parts = [("the function", fn)]
+    parts += [(f"argument {i}" + (f" ({names[i]!r})" if i < len(names) else ""), a) for i, a in enumerate(args)]
+    parts += [(f"keyword argument {k!r}", v) for k, v in kwargs.items()]
+    for label, obj in parts:
+        found = _first_uncopyable(obj, "", 0)
+        if found is not None:
+            where, err = found
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            text = f"{label}{f' at {where}' if where else ''} cannot be deep-copied ({type(err).__name__}: {reason})"
+            if isinstance(err, RuntimeError) and "graph leaves" in reason:
+                text += (": it is a tensor computed by autograd (not a leaf); pass it .detach() (or a leaf "
+                         "tensor) if the function does not need its history")
+            return text
+    return "the function and its arguments copy one by one but not together (deepcopy of the pair failed)"
+
+
+def _first_uncopyable(obj, where: str, depth: int):
+    """(path inside ``obj``, exception) of the innermost part that fails to deep-copy; None if it copies."""
+    try:
+        copy.deepcopy(obj)
+        return None
+    except Exception as e:  # noqa: BLE001 - the failure is what we report
+        err = e
+    if depth < 4:
+        for sub, child in _parts(obj):
+            found = _first_uncopyable(child, where + sub, depth + 1)
+            if found is not None:
+                return found
+    return where, err
+
+
+def _parts(obj):
+    if isinstance(obj, (list, tuple)):
+        return [(f"[{i}]", v) for i, v in enumerate(obj)]
+    if isinstance(obj, dict):
+        return [(f"[{k!r}]", v) for k, v in obj.items()]
+    if isinstance(obj, torch.nn.Module):
+        own = [(f".{k}", v) for d in (obj._parameters, obj._buffers, obj._modules) for k, v in d.items()]
+        return own + [(f".{k}", v) for k, v in vars(obj).items() if not k.startswith("_")]
+    if isinstance(obj, types.FunctionType):
+        return [(f" (closure {n!r})", c.cell_contents) for n, c in zip(obj.__code__.co_freevars, obj.__closure__ or ())
+                if c.cell_contents is not None]
+    return [(f".{k}", v) for k, v in getattr(obj, "__dict__", {}).items()] if not isinstance(obj, torch.Tensor) else []
 
 
 def deepcopy_for_reference(fn, args):

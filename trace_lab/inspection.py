@@ -22,7 +22,8 @@ import time
 import torch
 
 from . import compare
-from .jit import JitFunction, jit
+from .errors import nothing_captured
+from .jit import EXTRA_OPTIONS, JitFunction, jit
 from .measure import median, synchronize, time_host_device
 
 __all__ = ["inspect", "default_loss"]
@@ -45,22 +46,30 @@ def _device_of(fn, args) -> torch.device:
 def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cache: bool = True,
             sort_waits: bool = True, fsdp: str | None = None, runs: int = 5, backward: bool | None = None,
             loss=None, name: str | None = None, check: bool = True, measure_memory: bool = True,
-            progress=None, measure_comm: bool | None = None, **extra):
-    """Compile ``fn``, run ``fn(*args)`` (and its backward), check it against eager, measure it.
+            progress=None, measure_comm: bool | None = None, kwargs: dict | None = None, **extra):
+    """Compile ``fn``, run ``fn(*args, **kwargs)`` (and its backward), check it against eager, measure it.
 
     ``backward``: None runs the backward when an output requires grad; ``loss(out)``
     gives the scalar to differentiate (default: sum of outputs). ``progress(msg)``
     is called at each step (the notebook shows it).
+
+    Keyword arguments of ``fn``: ``kwargs={...}`` always goes to ``fn``. A keyword that is
+    not a trace_lab option (inspect's own, or a :func:`trace_lab.jit` option) goes to ``fn``
+    too when ``fn``'s signature names it (``inspect(F.softmax, x, dim=-1)``); a trace_lab
+    option of the same name wins, so pass such a keyword through ``kwargs=``. Any other
+    keyword is a TypeError that names the options and ``fn``'s parameters.
     """
     from .report import Report
 
+    extra, fn_kwargs = _split_keywords(fn, extra, kwargs)
     say = progress or (lambda msg: None)
     loss_fn = loss or default_loss
-    device = _device_of(fn, args)
+    all_args = args + tuple(fn_kwargs.values())  # what the reference copies and the comparison walks
+    device = _device_of(fn, all_args)
     warnings: list[str] = []
 
-    def call(f, a):
-        out = f(*a)
+    def call(f, a, kw=fn_kwargs):
+        out = f(*a, **kw)
         do_bw = backward if backward is not None else True
         if do_bw:
             lv = loss_fn(out)
@@ -73,16 +82,18 @@ def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cach
     eager_snap = None
     if check:
         say("running eager reference")
-        ref = compare.deepcopy_for_reference(fn, args)
+        ref = compare.deepcopy_for_reference(fn, all_args)
         if ref is None:
-            warnings.append("eager reference skipped: the function or its arguments cannot be deep-copied")
+            warnings.append(f"eager reference skipped: {compare.why_not_copyable(fn, args, fn_kwargs)}; this run "
+                            "is not checked against eager")
         else:
             ref_fn, ref_args = ref
+            ref_kwargs = dict(zip(fn_kwargs, ref_args[len(args):]))
             random_state = compare.RandomState.capture()  # the compiled run draws what eager drew
-            ref_out = call(ref_fn, ref_args)
+            ref_out = call(ref_fn, ref_args[:len(args)], ref_kwargs)
             eager_snap = compare.snapshot(ref_out, ref_fn, ref_args)
             random_state.restore()
-            del ref, ref_fn, ref_args, ref_out
+            del ref, ref_fn, ref_args, ref_kwargs, ref_out
 
     jfn = fn if isinstance(fn, JitFunction) else jit(fn, fusion=fusion, executor=executor, fusion_cache=fusion_cache,
                                                     sort_waits=sort_waits, fsdp=fsdp, **extra)
@@ -95,14 +106,14 @@ def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cach
     first_run = time.perf_counter() - started
     comparison = None
     if eager_snap is not None:
-        comparison = compare.compare_runs(compare.snapshot(out, target, args), eager_snap)
+        comparison = compare.compare_runs(compare.snapshot(out, target, all_args), eager_snap)
         if not comparison.ok:
             warnings.append("differs from eager: " + "; ".join(comparison.problems[:3]))
         if comparison.note:  # not an exact comparison (random ops): say how it compared
             warnings.append(comparison.note)
     del out
     if not jfn.programs:
-        warnings.append("no program was compiled: the function ran no tensor operations that torch.compile captured")
+        warnings.append(f"no program was compiled: {nothing_captured(jfn, all_args)}")
 
     n_measure = len(jfn.measurements)
     if measure_memory:
@@ -126,6 +137,46 @@ def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cach
     return Report.from_run(jfn, name=name, device=device, first_run_seconds=first_run,
                            steady_seconds=median(times), run_seconds=times, comparison=comparison,
                            measurements=measurements, warnings=warnings, comm=comm, timing=timing)
+
+
+def _split_keywords(fn, extra: dict, kwargs: dict | None) -> tuple[dict, dict]:
+    """(trace_lab.jit's extra options, fn's keyword arguments) from inspect's ``**extra`` and ``kwargs=``."""
+    import difflib
+    import inspect as pyinspect
+
+    jit_options = {"cuda_graphs", *EXTRA_OPTIONS}
+    fn_kwargs = dict(kwargs or {})
+    try:
+        params = pyinspect.signature(fn.fn if isinstance(fn, JitFunction) else fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        params = None
+    named = {n for n, p in (params or {}).items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    options, unknown = {}, []
+    for key, value in extra.items():
+        if key in jit_options:
+            options[key] = value
+        elif key in named:
+            if key in fn_kwargs:
+                raise TypeError(f"trace_lab.inspect got {key!r} both as a keyword and in kwargs=; give it once")
+            fn_kwargs[key] = value
+        else:
+            unknown.append(key)
+    if unknown:
+        own = [n for n in pyinspect.signature(inspect).parameters if n not in ("fn", "args", "extra")]
+        known = own + sorted(jit_options)
+        fn_name = getattr(fn, "__name__", type(fn).__name__)
+        if params is None:
+            theirs = f"nor a keyword of {fn_name} (its signature cannot be read: it takes keywords through kwargs= only)"
+        else:
+            theirs = f"nor a parameter of {fn_name}({', '.join(map(str, params.values()))})"
+            if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+                theirs += " (its **kwargs are not guessed: a misspelt option would land there)"
+        hints = [f"{u!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(u, known + sorted(named), 1))
+                 else repr(u) for u in unknown]
+        raise TypeError(f"trace_lab.inspect got unexpected keyword{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(hints)}: neither a trace_lab option ({', '.join(known)}) {theirs}. Pass "
+                        f"{fn_name}'s own keyword arguments as kwargs={{{unknown[0]!r}: ...}}.")
+    return options, fn_kwargs
 
 
 def _multi_process_collectives(jfn) -> bool:

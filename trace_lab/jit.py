@@ -22,7 +22,7 @@ import torch
 
 from .analysis.handover import owned_backward_inputs
 from .capture import CaptureSession, Program, ProgramPart
-from .errors import TraceLabError, explain_compile_error
+from .errors import TraceLabError, dynamo_break_counts, dynamo_breaks_since, explain_compile_error, nothing_captured
 from .executors import get_executor, resolve_executor
 from .passes import PassContext, run_pipeline
 from .trace import Trace
@@ -99,6 +99,7 @@ class JitFunction:
         _raise_recompile_limits()
         self._compiled = torch.compile(fn, backend=self.session.backend, dynamic=False)
 
+        self.dynamo_breaks: list[str] = []  # Dynamo's graph-break messages while nothing was captured
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         self.calls += 1
@@ -107,6 +108,7 @@ class JitFunction:
             return self._compiled(*args, **kwargs)
         except TraceLabError:
             raise
+        breaks = None if self.programs else dynamo_break_counts()  # why nothing is captured (last_traces)
         except Exception as e:  # noqa: BLE001 - translated into a specific message, cause kept
             explained = explain_compile_error(e)
             if explained is e:
@@ -116,6 +118,9 @@ class JitFunction:
     @property
     def programs(self) -> list[Program]:
         return self.session.programs
+        finally:
+            if breaks is not None:
+                self.dynamo_breaks += [m for m in dynamo_breaks_since(breaks) if m not in self.dynamo_breaks]
 
     def graphed_runs(self) -> list:
         """The GraphedRun of every program part compiled with ``cuda_graphs=True`` on CUDA."""
@@ -248,7 +253,9 @@ def last_traces(jfn: JitFunction) -> list[Trace]:
     """Stages of the forward (or inference) program that ran last; [0] as captured."""
     _check(jfn)
     if jfn._last_forward is None:
-        raise TraceLabError("nothing has run yet: call the jitted function first, then ask for its traces")
+        why = nothing_captured(jfn)
+        raise TraceLabError(f"no program was captured: {why}" if why else
+                            "nothing has run yet: call the jitted function first, then ask for its traces")
     return list(jfn._last_forward.traces)
 
 
