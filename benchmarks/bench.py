@@ -35,6 +35,7 @@ import argparse
 import datetime
 import json
 import os
+import queue
 import re
 import shutil
 import statistics
@@ -260,6 +261,16 @@ def _compile(cfg: dict, fn, bench: str):
                             fusion_cache=cfg.get("cache", True), **extra)
 
     def stats():
+        try:
+            return _trace_lab_stats(jfn)
+        except Exception as e:  # noqa: BLE001 - a runtime refactor must not cost the row its times
+            return {"stats_error": f"{type(e).__name__}: {e}"[:300]}
+
+    return jfn, stats
+
+
+def _trace_lab_stats(jfn) -> dict:
+    if True:
         regions = [r for p in jfn.programs for part in p.parts if part.compiled
                    for r in (getattr(part.compiled, "regions", None) or [])]
         segs = [s for r in regions for s in (r.get("segments") or [])]
@@ -272,9 +283,7 @@ def _compile(cfg: dict, fn, bench: str):
                 **_graph_stats(jfn),
                 "nvfuser_compile_s": round(sum(s.get("compile_seconds", 0.0) for s in segs), 3),
                 "region_compile_s": round(sum(r.get("compile_seconds", 0.0) for r in regions), 3),
-                "executor_reasons": jfn.executor_reasons}
-
-    return jfn, stats
+                "executor_reasons": getattr(jfn, "executor_reasons", None)}
 
 
 def _graph_stats(jfn) -> dict:
@@ -504,6 +513,9 @@ def run(args) -> Path:
     for r in skipped:
         log(f"  skip {r['bench']} {r['name']}: {r['skipped']}")
     lock = threading.Lock()
+    slots: queue.Queue = queue.Queue()
+    for k in range(max(1, args.jobs)):
+        slots.put(k)
     started_at = time.monotonic()
     last_wall: dict[tuple, float] = {}
     done = [0]
@@ -521,8 +533,11 @@ def run(args) -> Path:
         if args.budget and elapsed + last_wall.get(key, 0.0) > args.budget:
             r = {**cfg, **git, "repeat": rep, "ok": False, "skipped": f"time budget ({args.budget:.0f} s)"}
         else:
-            slot = i % args.jobs
-            r = _spawn({**cfg, **git, "repeat": rep}, args.timeout, slot, len(gpus), args.jobs)
+            slot = slots.get()  # a free slot: with several GPUs, the GPU no other running process uses
+            try:
+                r = _spawn({**cfg, **git, "repeat": rep}, args.timeout, slot, len(gpus), args.jobs)
+            finally:
+                slots.put(slot)
             last_wall[key] = r["wall_s"]
         with lock:
             result["rows"].append(r)
@@ -643,6 +658,10 @@ def _target(name: str, value, limit, unit: str, ratio_of: str = "", detail: str 
             "detail": text + ("" if met or not detail else f"; {detail}")}
 
 
+def _ratio(a, b) -> float | None:
+    return a / b if a is not None and b else None
+
+
 def _num(v: float) -> str:
     return f"{v:.0f}" if abs(v) >= 100 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.3g}"
 
@@ -675,8 +694,8 @@ def targets(groups: list[dict]) -> list[dict]:
             best = min(cands, key=lambda g: _med(g, "steady_ms"), default=None)
             out.append(_target(f"llama {L}L steady, no graphs: best {ex} strategy <= {lim}x torch.compile",
                                _med(best, "steady_ms"), _med(tc, "steady_ms") and lim * _med(tc, "steady_ms"), " ms",
-                               best and f"{best['config']}: {_med(best, 'steady_ms') / _med(tc, 'steady_ms'):.2f}x"
-                               if best and tc else "", _host_note(best)))
+                               f"{best['config']}: {_ratio(_med(best, 'steady_ms'), _med(tc, 'steady_ms')):.2f}x"
+                               if best and _med(tc, "steady_ms") else "", _host_note(best)))
         worst = max(plain, key=lambda g: _med(g, "steady_ms"), default=None)
         out.append(_target(f"llama {L}L steady: no strategy slower than eager", _med(worst, "steady_ms"),
                            _med(eager, "steady_ms"), " ms",
@@ -694,7 +713,7 @@ def targets(groups: list[dict]) -> list[dict]:
         for g in [g for g in plain if parse_config(g["config"]).get("strategy") == "memory"]:
             p, tp = _med(g, "peak_mib"), _med(tc, "peak_mib")
             out.append(_target(f"llama {L}L peak above start, {g['config']}: <= torch.compile's", p, tp, " MiB",
-                               f"{p / tp:.2f}x" if p and tp else ""))
+                               f"{_ratio(p, tp):.2f}x" if p and tp else ""))
         for g in plain:
             ex = parse_config(g["config"]).get("executor")
             lim = {"inductor": 1.0, "nvfuser": 1.2}.get(ex)
@@ -820,10 +839,13 @@ def _result_files(directory: Path) -> list[tuple[Path, dict]]:
 
 
 def latest(directory: Path) -> list[tuple[Path, dict]]:
-    """The newest result file for each bench (repeated runs preferred over older single-run files)."""
-    files = _result_files(directory)
+    """The newest GPU result file for each bench. Once a file of repeated runs (schema 2) exists, only those
+    count: single-run files written before ``--repeat`` leave the headline. CPU runs only when named."""
+    files = [(p, d) for p, d in _result_files(directory) if d.get("device") not in ("cpu", "no-gpu")]
+    if any(d.get("schema", 1) >= SCHEMA for _, d in files):
+        files = [(p, d) for p, d in files if d.get("schema", 1) >= SCHEMA]
     chosen: dict[str, tuple[Path, dict]] = {}
-    for p, d in sorted(files, key=lambda pd: (pd[1].get("schema", 1), pd[1].get("measured_at", ""))):
+    for p, d in sorted(files, key=lambda pd: pd[1].get("measured_at", "")):
         for b in d.get("benches") or [d.get("bench")]:
             chosen[b] = (p, d)
     return list({p: (p, d) for p, d in chosen.values()}.values())
@@ -844,7 +866,11 @@ def report(files: list[Path], directory: Path) -> str:
             "## Older result files", "",
             "Kept in `benchmarks/results/`, not in the tables above (`python benchmarks/bench.py report FILE --print` "
             "prints the tables of any bench file):", ""]
-    text += [", ".join(f"`{n}`" for n in older), "", END]
+    by_day: dict[str, list[str]] = {}
+    for n in older:
+        by_day.setdefault(n[:10] if re.match(r"\d{4}-\d\d-\d\d", n) else "other", []).append(n)
+    text += [f"- {day}: " + ", ".join(f"`{n}`" for n in names) for day, names in by_day.items()]
+    text += ["", END]
     return "\n".join(text)
 
 
@@ -877,7 +903,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--print", action="store_true", help="report: print instead of rewriting BENCHMARKS.md")
     ap.add_argument("--md", type=Path, default=BENCHMARKS_MD, help="report: the file whose generated section is rewritten")
-    args = ap.parse_args(argv)
+    args = ap.parse_intermixed_args(argv)  # report --print FILE...
     if args.bench == "_one":
         r = run_one(json.loads(args.rest[0]))
         print("RESULT " + json.dumps(r), flush=True)
