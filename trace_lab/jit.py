@@ -80,6 +80,9 @@ class Measurement:
     predicted_peak_above_inputs: int
     method: str
 
+    def set_measured(self, measured: int | None, method: str) -> None:
+        self.measured_peak_above_inputs, self.method = measured, method
+
 
 class JitFunction:
     """A function compiled by trace_lab; call it like the original."""
@@ -93,34 +96,35 @@ class JitFunction:
         self._last_forward: ProgramPart | None = None
         self._last_backward: ProgramPart | None = None
         self._measure = False
+        self._cpu_windows = None  # measure.CpuMemoryWindows while measuring()
         self.measurements: list[Measurement] = []
         self.calls = 0
+        self.dynamo_breaks: list[str] = []  # Dynamo's graph-break messages while nothing was captured
         self.parts_run_in_last_call = 0
         _raise_recompile_limits()
         self._compiled = torch.compile(fn, backend=self.session.backend, dynamic=False)
 
-        self.dynamo_breaks: list[str] = []  # Dynamo's graph-break messages while nothing was captured
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         self.calls += 1
         self.parts_run_in_last_call = 0
+        breaks = None if self.programs else dynamo_break_counts()  # why nothing is captured (last_traces)
         try:
             return self._compiled(*args, **kwargs)
         except TraceLabError:
             raise
-        breaks = None if self.programs else dynamo_break_counts()  # why nothing is captured (last_traces)
         except Exception as e:  # noqa: BLE001 - translated into a specific message, cause kept
             explained = explain_compile_error(e)
             if explained is e:
                 raise
             raise explained from e
+        finally:
+            if breaks is not None:
+                self.dynamo_breaks += [m for m in dynamo_breaks_since(breaks) if m not in self.dynamo_breaks]
 
     @property
     def programs(self) -> list[Program]:
         return self.session.programs
-        finally:
-            if breaks is not None:
-                self.dynamo_breaks += [m for m in dynamo_breaks_since(breaks) if m not in self.dynamo_breaks]
 
     def graphed_runs(self) -> list:
         """The GraphedRun of every program part compiled with ``cuda_graphs=True`` on CUDA."""
@@ -129,12 +133,18 @@ class JitFunction:
 
     @contextlib.contextmanager
     def measuring(self):
-        """Measure each program's peak memory while the block runs."""
+        """Measure each program's peak memory while the block runs (CPU figures are filled in
+        when the block ends: one profiler session covers it, see measure.CpuMemoryWindows)."""
+        from .measure import CpuMemoryWindows
+
         old, self._measure = self._measure, True
+        old_windows, self._cpu_windows = self._cpu_windows, CpuMemoryWindows()
         try:
             yield self.measurements
         finally:
             self._measure = old
+            windows, self._cpu_windows = self._cpu_windows, old_windows
+            windows.close()
 
     # -- the per-program compiler (called by capture) ---------------------------------------
     def _executor(self, name: str):
@@ -181,10 +191,16 @@ class JitFunction:
             if jfn._measure:
                 from .measure import measure_peak
 
-                outs, measured, method = measure_peak(compiled.run, args, part.traces[-1].device)
+                device = part.traces[-1].device
                 predicted = part.traces[-1].liveness(executor.materializes_regions).peak_above_inputs_bytes
-                jfn.measurements.append(Measurement(program.index, part.kind, measured, predicted, method))
-                return outs  # measured un-graphed: a replay allocates nothing, its graph's pool did before
+                record = Measurement(program.index, part.kind, None, predicted, "pending")
+                jfn.measurements.append(record)
+                # measured un-graphed: a replay allocates nothing, its graph's pool did before
+                if device.type == "cpu" and jfn._cpu_windows is not None:
+                    return jfn._cpu_windows.run(compiled.run, args, record.set_measured)
+                outs, measured, method = measure_peak(compiled.run, args, device)
+                record.set_measured(measured, method)
+                return outs
             return compiled.run(args) if graphed is None else graphed(args)
 
         # Never let Dynamo trace trace_lab's own runtime: a cell that calls .backward() inside

@@ -21,7 +21,7 @@ import time
 
 import torch
 
-__all__ = ["measure_peak", "synchronize", "time_calls", "time_host_device", "CallTimes", "HOST_BOUND_RATIO"]
+__all__ = ["measure_peak", "CpuMemoryWindows", "synchronize", "time_calls", "time_host_device", "CallTimes", "HOST_BOUND_RATIO"]
 
 
 @contextlib.contextmanager
@@ -65,6 +65,79 @@ def measure_peak(run, args, device: torch.device):
     finally:
         if enabled:
             gc.enable()
+
+
+class CpuMemoryWindows:
+    """CPU peaks of several program runs measured in one profiler session (``jfn.measuring()``).
+
+    The CPU allocator reports the size of a free only for blocks allocated while memory
+    profiling was on. A backward frees the saved activations its forward allocated (and the
+    gradient copy AOTAutograd makes just before calling it), so a profiler started per call
+    would miss those frees and overstate the peak. Here the session starts before the first
+    program run of the block and stops when the block ends; each run is a
+    ``record_function`` window, and its peak is the running sum of the allocator events inside
+    that window. Figures are handed to each run's ``on_result(peak, method)`` at :meth:`close`.
+    """
+
+    def __init__(self):
+        self._prof = None
+        self._failed: str | None = None
+        self._pending: list = []
+
+    def run(self, run, args, on_result):
+        if self._prof is None and self._failed is None:
+            from torch.profiler import ProfilerActivity, profile
+
+            prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            try:
+                with _quiet_stderr():
+                    prof.start()
+                self._prof = prof
+            except RuntimeError as e:  # another profiler is already active
+                if "profiler" not in str(e).lower():
+                    raise
+                self._failed = f"not measured: {e}"
+        if self._prof is None:
+            on_result(None, self._failed)
+            return run(args)
+        import gc
+
+        label = f"trace_lab::measure#{len(self._pending)}"
+        gc.collect()
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            with torch.profiler.record_function(label):
+                outs = run(args)
+        finally:
+            if enabled:
+                gc.enable()
+        self._pending.append((label, on_result))
+        return outs
+
+    def close(self) -> None:
+        if self._prof is None:
+            return
+        with _quiet_stderr():
+            self._prof.stop()
+        events = list(self._prof.profiler.kineto_results.events())
+        self._prof = None
+        memory = sorted(((ev.start_ns(), ev.nbytes()) for ev in events if ev.name() == "[memory]"),
+                        key=lambda e: e[0])
+        windows = {ev.name(): (ev.start_ns(), ev.start_ns() + ev.duration_ns()) for ev in events
+                   if ev.name().startswith("trace_lab::measure#")}
+        for label, on_result in self._pending:
+            if label not in windows:
+                on_result(None, "not measured: the profiler recorded no window for this run")
+                continue
+            start, end = windows[label]
+            current = peak = 0
+            for t, nbytes in memory:
+                if start <= t <= end:
+                    current += nbytes
+                    peak = max(peak, current)
+            on_result(peak, "torch.profiler allocator events")
+        self._pending = []
 
 
 def _measure_peak(run, args, device: torch.device):

@@ -7,7 +7,11 @@ clear the list (``steal_args=True``). A saved activation therefore dies at its
 last use in the backward, unless something else holds its storage: the
 forward's inputs (parameters, the user's tensors) and the forward's outputs
 that the user received (and their views) are held by the caller. Gradients
-coming in (``tangents_*``) stay referenced by autograd's frame.
+coming in (``tangents_*``) are owned too: AOTAutograd hands the backward a
+contiguous copy when the incoming gradient has another layout (``y.sum().backward()``
+sends an expanded scalar), and that copy dies at its last use. A gradient that
+arrives already in the compiled layout (``y.backward(g)`` with a contiguous ``g``)
+is held by the caller, and measured memory is then higher than predicted by its bytes.
 
 :func:`owned_backward_inputs` answers, per backward input, "owned" (with the
 forward value whose storage it shares, so that two saved views of one buffer
@@ -53,7 +57,8 @@ def owned_backward_inputs(forward_gm: fx.GraphModule, backward_gm: fx.GraphModul
     user_outputs = fw_outputs[:max(0, len(fw_outputs) - len(saved))]
     held = {storage_root(n) for n in forward_gm.graph.nodes if n.op in ("placeholder", "get_attr")}
     held |= {storage_root(o) for o in user_outputs if isinstance(o, fx.Node)}
-    owned: dict[int, str] = {}
+    owned: dict[int, str] = {i: f"tangent {i}" for i, n in enumerate(bw_inputs)
+                             if n.name.startswith("tangents") and tensor_values(n.meta.get("val"))}
     for i, n in saved:
         fw = fw_nodes.get(n.name)
         if fw is None or not tensor_values(n.meta.get("val")):
