@@ -24,6 +24,7 @@ import re
 import torch
 import torch.fx as fx
 
+from .analysis.op_scratch import lower_bound_note
 from .trace import is_getitem, tensor_values
 
 __all__ = ["format_trace", "format_bytes", "type_comment", "source_line", "exec_namespace", "target_name"]
@@ -184,6 +185,8 @@ def format_trace(trace, annotate: bool = True) -> str:
                                           f"-{format_bytes(ln.freed)}" if ln.freed else "",
                                           f"~{format_bytes(ln.workspace)} inside" if ln.workspace else "") if x) or "+0"
             mark = f"  <- peak {format_bytes(ln.high_water)}" if live.peak_line is ln else ""
+            if lower_bound_note(n):  # an op whose scratch could not be measured: the figure is a lower bound
+                mark += f"  {lower_bound_note(n)}"
             line += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"
         out.append(line)
         if n.op == "call_module":

@@ -31,8 +31,13 @@ and each value is dropped right after its last use (the ``del`` lines):
   a region that is not materialised adds it to its own line's high-water mark
   only (allocated and freed within the line, like an op's unread output).
 
-Not modelled: workspace that a plain op allocates and frees inside itself
-(matmul on some backends). That shows up as measured > predicted.
+* a plain op may allocate scratch inside its call too (a CPU convolution's im2col
+  buffer, FFT plans, sorts): for the ops of ``op_scratch.SCRATCH_OPS`` it is measured
+  once per signature (:mod:`.op_scratch`) and counted on the op's line the same way;
+  where it cannot be measured the printed line is marked as a lower bound.
+
+Not modelled: workspace that an op outside that table allocates and frees inside
+itself (matmul on some backends). That shows up as measured > predicted.
 """
 from __future__ import annotations
 
@@ -205,10 +210,14 @@ def region_workspace(node: fx.Node, rounding: int = 1) -> int:
 
 
 def workspace_key(trace) -> tuple:
-    """The regions' recorded workspaces and output layouts: changes when an executor records
-    them (cache key)."""
+    """The regions' recorded workspaces and output layouts, and the ops' recorded scratch: changes
+    when an executor records them or an op's scratch gets measured (cache key)."""
     key = []
     for n in trace.graph.nodes:
+        if n.op == "call_function" and "op_scratch" in n.meta:  # measured, or not measurable yet (op_scratch.py)
+            from .op_scratch import scratch_key
+
+            key.append((n.name, scratch_key(n)))
         if n.op != "call_module":
             continue
         region = n.meta.get("region") or {}
@@ -353,6 +362,10 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
                 workspace = _region_inner_peak(n, rounding, allocated)
             else:
                 workspace = region_workspace(n, rounding)
+        elif n.op == "call_function":  # scratch a plain op allocates inside its call (convolutions, FFTs, sorts)
+            from .op_scratch import op_scratch_bytes
+
+            workspace = op_scratch_bytes(n, rounding)
         high_water = live + allocated + workspace
         live += allocated
 

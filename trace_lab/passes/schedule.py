@@ -6,7 +6,8 @@ build from it: a unit allocates the buffers of the values it hands to later
 units (all outputs for a plain op; for a region, only values read outside it,
 views sharing their base), a buffer dies after the last unit that touches it,
 inputs and returned values never die, and a region run op by op
-(``materialized``, the eager executor) adds its inner peak. So the peak the
+(``materialized``, the eager executor) adds its inner peak, a plain op adds the scratch
+it holds inside its call (:mod:`trace_lab.analysis.op_scratch`). So the peak the
 model predicts for an order is the peak the built Trace will report (a test
 checks this on every workload).
 
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 
 import torch.fx as fx
 
+from ..analysis.op_scratch import op_scratch_bytes
 from ..analysis.liveness import CUDA_ROUNDING, _region_inner_peak, alias_sources, region_workspace, tensor_bytes
 from ..trace import is_getitem, tensor_values
 from .partition import OpGraph, Unit, producer
@@ -144,6 +146,8 @@ class MemoryModel:
         if n.op == "call_module":  # a region fused earlier: run op by op, or its compiled workspace
             extra = (_region_inner_peak(n, self.rounding, alloc) if self.materialized
                      else region_workspace(n, self.rounding))
+        elif n.op == "call_function":  # scratch inside a plain op's call, priced as liveness prices it
+            extra = op_scratch_bytes(n, self.rounding)
         return UnitCost(alloc, extra, tuple(sorted(touched)))
 
     def _region_cost(self, unit: Unit) -> UnitCost:

@@ -1,0 +1,158 @@
+"""Ops with internal scratch memory (issue 15, defect 4): convolutions and friends.
+
+A CPU convolution unfolds its input into a scratch buffer inside its call, its backward
+does the same for the gradients; the program's values never show it. The liveness model
+counts each such op's scratch (measured once per signature, :mod:`trace_lab.analysis.op_scratch`)
+on its line, so predicted = measured within the README's tolerance (1% + 1 KiB); where it
+cannot be measured the printed line says the figure is a lower bound.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import trace_lab
+from trace_lab.analysis import op_scratch
+from trace_lab.measure import measure_peak
+from trace_lab.printer import format_bytes
+
+KIB = 1024
+
+
+def _within_tolerance(m) -> bool:
+    measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
+    return measured is not None and abs(measured - predicted) <= 0.01 * measured + KIB
+
+
+def _assert_memory(report, kinds):
+    assert sorted(m["kind"] for m in report.memory) == sorted(kinds), report.memory
+    for m in report.memory:
+        assert _within_tolerance(m), m
+
+
+def _conv_bn():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16))
+    return model.train(), torch.randn(4, 3, 32, 32, requires_grad=True)
+
+
+def _loss(out):
+    # not out.sum(): after BatchNorm its gradients are zero in exact arithmetic (rounding noise)
+    return (out * torch.linspace(-1, 2, out.numel()).view_as(out)).sum()
+
+
+@pytest.mark.parametrize("executor", ["eager", "inductor"])
+@pytest.mark.parametrize("fusion", ["none", "dataflow", "horizontal", "memory"])
+def test_conv_batchnorm_forward_and_backward_memory_as_predicted(fusion, executor):
+    model, x = _conv_bn()
+    report = trace_lab.inspect(model, x, fusion=fusion, executor=executor, runs=0, loss=_loss)
+    c = report.comparison
+    assert c["ok"] and c["mode"] == "exact", c  # outputs, x's and every parameter's gradient, BN's buffers
+    assert c["checked"] == {"outputs": 1, "grads": 4, "values": 7}, c
+    _assert_memory(report, ["forward", "backward"])
+    # the scratch is what made the difference: without it the prediction falls outside the tolerance
+    jfn_traces = [p[k]["stages"][-1] for p in report.programs for k in ("forward", "backward")]
+    assert jfn_traces  # the report lists both programs
+
+
+def test_without_the_scratch_the_prediction_would_fail():
+    """The figures the test above checks depend on the op scratch: without it (0 for every op)
+    the backward misses by far more than the tolerance (issue 15: 22x)."""
+    model, x = _conv_bn()
+    jfn = trace_lab.jit(model, fusion="none", executor="eager")
+    _loss(jfn(x)).backward()
+    for trace in (trace_lab.last_traces(jfn)[-1], trace_lab.last_backward_traces(jfn)[-1]):
+        lines = {ln.node: ln for ln in trace.liveness().lines}
+        convs = [n for n in trace.ops if op_scratch.has_scratch(n) and "convolution" in str(n.target)]
+        assert convs, str(trace)
+        scratch = sum(lines[n].workspace for n in convs)
+        peak = trace.liveness().peak_above_inputs_bytes
+        assert scratch > 0.01 * peak + KIB, (scratch, peak)
+        assert "inside" in str(trace)  # printed on the line: '(+... ~N KiB inside)'
+
+
+def test_inference_program_and_conv_transpose():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3, stride=2), torch.nn.ReLU(),
+                                torch.nn.ConvTranspose2d(8, 4, 3, stride=2)).eval()
+    x = torch.randn(2, 4, 33, 33)
+    with torch.no_grad():
+        report = trace_lab.inspect(model, x, fusion="dataflow", executor="eager", runs=0, backward=False)
+    assert report.comparison["ok"], report.comparison
+    _assert_memory(report, ["inference"])
+
+
+@pytest.mark.parametrize("name", ["fft", "sort", "antialias"])
+def test_other_scratch_ops_forward_and_backward(name):
+    def fft(x):
+        return torch.fft.irfft(torch.fft.rfft(x, dim=-1) * 2, n=x.shape[-1], dim=-1)
+
+    def sort(x):
+        v, _ = torch.sort(x, dim=-1)
+        return v * torch.topk(x, 8, dim=-1).values.sum()
+
+    def antialias(x):
+        return F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True)
+
+    fn = {"fft": fft, "sort": sort, "antialias": antialias}[name]
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 64, 96, requires_grad=True)
+    report = trace_lab.inspect(fn, x, fusion="none", executor="eager", runs=0)
+    assert report.comparison["ok"], report.comparison
+    _assert_memory(report, ["forward", "backward"])
+
+
+def test_measured_once_per_signature(monkeypatch):
+    """Two identical conv layers (and the second call) measure one signature once."""
+    calls = []
+    real = op_scratch._measure
+
+    def counting(node, rounding):
+        calls.append(op_scratch.op_signature(node))
+        return real(node, rounding)
+
+    monkeypatch.setattr(op_scratch, "_measure", counting)
+    op_scratch.clear_cache()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 3, padding=1)).eval()
+    x = torch.randn(2, 8, 16, 16)
+    jfn = trace_lab.jit(model, fusion="none", executor="eager")
+    with torch.no_grad():
+        torch.testing.assert_close(jfn(x), model(x))
+        jfn(x)
+    trace = trace_lab.last_traces(jfn)[-1]
+    convs = [n for n in trace.ops if op_scratch.has_scratch(n)]
+    assert len(convs) == 2 and len(calls) == 1 and len(set(calls)) == 1, calls
+    assert op_scratch.record_op_scratch(trace) == {trace.name(n): convs[0].meta["op_scratch"]["bytes"]
+                                                    for n in convs}
+
+
+def test_unmeasurable_scratch_marks_the_line_as_a_lower_bound():
+    """Priced while a profiler runs, the scratch cannot be measured: the line counts 0, says
+    so in the printed trace, and the figure is measured when the line is priced again."""
+    op_scratch.clear_cache()
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(3, 5, 3).eval()
+    x = torch.randn(1, 3, 20, 20)
+    jfn = trace_lab.jit(conv, fusion="none", executor="eager")
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]):
+        with torch.no_grad():
+            jfn(x)  # compiled (and priced) while the user's profiler runs
+        trace = trace_lab.last_traces(jfn)[-1]
+        (node,) = [n for n in trace.ops if op_scratch.has_scratch(n)]
+        assert op_scratch.scratch_unknown(node) == "not measured: a profiler is active"
+        text = str(trace)
+    assert ("(+6.33 KiB)  <- peak 11.56 KiB  [>= lower bound: scratch inside aten.convolution.default "
+            "not measured: a profiler is active]") in text, text
+    # priced again, outside the profiler: measured, and the mark is gone
+    line = {ln.node: ln for ln in trace.liveness().lines}[node]
+    assert line.workspace > 0 and op_scratch.scratch_unknown(node) is None
+    text = trace.python_source()  # Trace.liveness's cache key holds the recorded scratch: priced anew
+    assert "lower bound" not in text and f"~{format_bytes(line.workspace)} inside" in text, text
+    # and that figure is what the op really holds
+    with torch.no_grad():
+        _, peak, _ = measure_peak(lambda a: conv(*a), [x], torch.device("cpu"))
+    assert abs(peak - (line.allocated + line.workspace)) <= 64, (peak, line)
