@@ -87,13 +87,9 @@ def test_whole_trace_is_reachable_from_the_page(big):
     (payload,) = _packed(trace_tab)  # one store per program part, shared by its stages
     data = unpack(payload)
     stages = part_traces(rep)[0][1]
-    for st, t in zip(data["stages"], stages):
-        idx, acc = [], 0
-        for d in st["idx"]:
-            acc += d
-            idx.append(acc)
-        assert "\n".join(data["lines"][i] for i in idx) == str(t).rstrip("\n")  # every line, in order
-        assert len(st["mem"]) == len(t.liveness().lines)
+    for k, t in enumerate(stages):
+        assert _lines_of(data, k) == str(t).splitlines()  # every line, in order
+        assert len(data["stages"][k]["mem"]) == len(t.liveness().lines)
     last = stages[-1]
     text = str(last).splitlines()
     peak_name = last.liveness().peak_line.name
@@ -132,6 +128,46 @@ def test_small_report_still_shows_its_trace_directly():
         assert len(str(stages[-1]).splitlines()) <= LAZY_LINES
         for line in str(stages[-1]).splitlines():
             assert line in visible
+
+
+def _lines_of(data: dict, stage: int) -> list[str]:
+    idx, acc = [], 0
+    for d in data["stages"][stage]["idx"]:
+        acc += d
+        idx.append(acc)
+    return [data["lines"][i] for i in idx]
+
+
+def test_window_and_store_for_local_and_stored_reports(monkeypatch):
+    """With a low threshold a small forward/backward report is windowed too: the peak row of every stage
+    is shown, the store holds every line; a report rebuilt from stored data (--nproc) gets the same view."""
+    from trace_lab.report import html as H
+    from trace_lab.report.distributed_report import DistributedReport
+    from trace_lab.report.stored import parts_data
+
+    def fn(x, w):
+        y = torch.relu(x @ w) * 2 + 1
+        return torch.tanh(y).sum(dim=0) - 0.5
+
+    x, w = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+    rep = trace_lab.inspect(fn, x, w, executor="eager", fusion="horizontal", runs=0)
+    monkeypatch.setattr(H, "LAZY_LINES", 10)
+    monkeypatch.setattr(H, "REGION_HEAD", 2)
+    monkeypatch.setattr(H, "REGION_TAIL", 1)
+    stored = DistributedReport.from_dict(rep.to_dict(), trace_parts=parts_data(rep, graphs=False))
+    for r, how in ((rep, "print(report.traces("), (stored, "print(report.stored_traces(")):
+        tab = H.traces_html(r)
+        parts = part_traces(r)
+        stores = _packed(tab)
+        assert len(stores) == len(parts) == 2 and "<script>" in tab and html.escape(how) in tab
+        for (label, stages), packed in zip(parts, stores):
+            data = unpack(packed)
+            for k, t in enumerate(stages):
+                assert _lines_of(data, k) == str(t).splitlines()
+        # a long fused region shows its first and last ops and says what it hides
+        assert re.search(r'<details class="tl-region">(?:(?!</details>).)*class="tl-gap"', tab)
+        n_stages = sum(len(stages) for _, stages in parts)
+        assert tab.count('class="tl-l tl-pk"') == n_stages and tab.count('class="tl-lazy"') == n_stages
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not on PATH (runs the page's script outside a browser)")

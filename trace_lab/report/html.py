@@ -157,6 +157,7 @@ def _fmt_bytes(n) -> str:
 
 LAZY_LINES = 300  # a stage with more lines is shown as a window (head, around the peak, tail)
 HEAD_LINES, PEAK_CONTEXT, TAIL_LINES = 30, 15, 8
+REGION_HEAD, REGION_TAIL = 24, 6  # a windowed stage's fused region shows this many of its ops' lines
 
 
 def pack(obj) -> str:
@@ -286,7 +287,16 @@ def _scale(live):
     return live.entry_bytes, max(live.peak_bytes - live.entry_bytes, 1)
 
 
-def _row_html(shown, row, base, scale, peak_line) -> str:
+def _inner_lines(row, capped: bool) -> tuple[list[int], list[int]]:
+    """A region row's folded lines: (first part, last part); capped, a long region keeps its head and tail."""
+    i, _, n = row
+    inner = list(range(i + 1, i + 1 + n))
+    if not capped or n <= REGION_HEAD + REGION_TAIL + 1:
+        return inner, []
+    return inner[:REGION_HEAD], inner[-REGION_TAIL:]
+
+
+def _row_html(shown, row, base, scale, peak_line, capped: bool = False) -> str:
     i, m, n_inner = row
     if m is not None:
         pct = 100.0 * max(m.live_after - base, 0) / scale
@@ -300,8 +310,11 @@ def _row_html(shown, row, base, scale, peak_line) -> str:
     cls = "tl-l tl-pk" if (m is not None and m is peak_line) else "tl-l"
     if not n_inner:
         return f'<div class="{cls}">{bar}<code>{shown[i]}</code></div>'
-    inner = "".join(f'<div class="tl-l tl-inner"><span class="tl-bar tl-nb"></span><code>{shown[j]}</code></div>'
-                    for j in range(i + 1, i + 1 + n_inner))
+    first, last = _inner_lines(row, capped)
+    line = '<div class="tl-l tl-inner"><span class="tl-bar tl-nb"></span><code>{}</code></div>'.format
+    inner = "".join(line(shown[j]) for j in first)
+    if last:
+        inner += _gap_html(first[-1] + 1, last[0]) + "".join(line(shown[j]) for j in last)
     return (f'<details class="tl-region"><summary><div class="{cls}">{bar}<code>{shown[i]}'
             f'<span class="tl-fold">{n_inner} ops</span></code></div></summary>{inner}</details>')
 
@@ -337,7 +350,7 @@ def code_html(trace, max_lines: int | None = LAZY_LINES, *, data_id: str | None 
         return f'<div class="tl-code">{"".join(_row_html(shown, r, base, scale, peak_line) for r in rows)}</div>'
     keep = _window_rows(rows, len(lines), peak_line)
     # highlight only the lines shown (no token spans a line, so each line comes out as in the whole text)
-    needed = sorted(j for r in keep for j in range(rows[r][0], rows[r][0] + rows[r][2] + 1))
+    needed = sorted(j for r in keep for part in ([rows[r][0]], *_inner_lines(rows[r], True)) for j in part)
     shown = dict(zip(needed, highlight_lines("\n".join(lines[j] for j in needed))))
     out, hidden_from = [], None
     for r, row in enumerate(rows):
@@ -347,10 +360,10 @@ def code_html(trace, max_lines: int | None = LAZY_LINES, *, data_id: str | None 
         if hidden_from is not None:
             out.append(_gap_html(hidden_from, row[0]))
             hidden_from = None
-        out.append(_row_html(shown, row, base, scale, peak_line))
+        out.append(_row_html(shown, row, base, scale, peak_line, capped=True))
     if hidden_from is not None:
         out.append(_gap_html(hidden_from, len(lines)))
-    n_shown = sum(rows[r][2] + 1 for r in keep)
+    n_shown = len(needed)
     peak_at = next((i for i, m, _ in rows if m is not None and m is peak_line), None)
     where = f", the peak is line {peak_at + 1:,}" if peak_at is not None else ""
     button = ""
@@ -359,7 +372,7 @@ def code_html(trace, max_lines: int | None = LAZY_LINES, *, data_id: str | None 
         button = (f'<button type="button" class="tl-all" data-more="{esc(more)}" data-less="{esc(less)}">'
                   f"{esc(more)}</button>")
     head = (f'<div class="tl-lazy">{button}long trace: {n_shown:,} of {len(lines):,} lines shown (the first, those around '
-            f"the peak, the last{where}). {how_to_see_all}</div>")
+            f"the peak, the last; of a long fused region its first and last ops{where}). {how_to_see_all}</div>")
     attrs = f' data-tlp="{esc(data_id)}" data-tls="{int(stage)}"' if data_id is not None else ""
     return f'{head}<div class="tl-code"{attrs}>{"".join(out)}</div>'
 
@@ -386,7 +399,7 @@ def part_data(stages, texts: list[str] | None = None) -> dict:
         lines, live, rows, op_of = _layout(t, texts[k] if texts else None)
         base, scale = _scale(live)
         mem_lines = live.lines if op_of else []
-        peak_k = next((k for k, m in enumerate(mem_lines) if m is live.peak_line), -1)
+        peak_k = next((n for n, m in enumerate(mem_lines) if m is live.peak_line), -1)
         out.append({"idx": _deltas([table.setdefault(ln, len(table)) for ln in lines]),
                     "ops": _deltas(sorted(op_of)),
                     "fold": [[i, n] for i, _, n in rows if n],
@@ -479,7 +492,8 @@ def traces_html(report) -> str:
                     f"(+{esc(_fmt_bytes(live.peak_above_inputs_bytes))} above inputs)"
                     + (f" &mdash; same lines as stage {same} (a new title only)" if same != k else ""))
             opened = " open" if k == len(stages) - 1 else ""
-            body = code_html(t, data_id=data_id, stage=k, how_to_see_all=_see_all_hint(report, label, k), text=text)
+            body = code_html(t, LAZY_LINES, data_id=data_id, stage=k, how_to_see_all=_see_all_hint(report, label, k),
+                             text=text)
             inner.append(f"<details{opened}><summary>{head}</summary>{body}</details>")
         store = ""
         if data_id is not None:
