@@ -190,28 +190,39 @@ class RegionProgram:
         self.plan = [(kind, item, [r for r in reads if last[r] == i and r not in keep])
                      for i, (kind, item, reads) in enumerate(plan)]
 
-    def __call__(self, *args):
-        env: dict[fx.Node, object] = dict(zip(self.placeholders, args))
-        lookup = env.__getitem__
+        self.run, self.source = self._generate(gm)
+
+    def _generate(self, gm: fx.GraphModule):
+        """The plan as generated Python (trace_lab.runtime.codegen): torch steps and segment calls
+        bound as globals, each value dropped after its last read."""
+        from ..runtime.codegen import Emitter, compile_function
+
+        em = Emitter(lambda n: n.name, gm)
+        params = [em.local(p) for p in self.placeholders]
+        body = []
         for kind, item, dead in self.plan:
             if kind == "torch":
                 node = item
-                result = torch_target(node)(*fx.node.map_arg(node.args, lookup), **fx.node.map_arg(node.kwargs, lookup))
+                args = [em.arg(a) for a in node.args] + [f"{k}={em.arg(v)}" for k, v in node.kwargs.items()]
+                call = f"{em.bind(torch_target(node), 'f')}({', '.join(args)})"
                 if isinstance(node.meta.get("val"), (list, tuple)):
-                    for u in node.users:
-                        if _is_getitem(u):
-                            env[u] = result[u.args[1]]
+                    body.append(f"_r = {call}")
+                    body += [f"{em.local(u)} = _r[{u.args[1]}]" for u in node.users if _is_getitem(u)]
+                    body.append("del _r")
                 else:
-                    env[node] = result
+                    body.append(f"{em.local(node)} = {call}")
             else:
                 seg, runner = item
-                ins = [env[x] for x in seg.inputs]
-                outs = runner(ins)
-                for o, v in zip(seg.outputs, outs):
-                    env[o] = v
-                for c in seg.copies:
-                    env[c] = env[c.args[0]]
-            for d in dead:
-                env.pop(d, None)
-        result = tuple(env[o] for o in self.outputs)
-        return result if self.multi else result[0]
+                body.append(f"_r = {em.bind(runner, 's')}([{', '.join(em.arg(x) for x in seg.inputs)}])")
+                body += [f"{em.local(o)} = _r[{i}]" for i, o in enumerate(seg.outputs)]
+                body.append("del _r")
+                body += [f"{em.local(c)} = {em.arg(c.args[0])}" for c in seg.copies]
+            gone = [em.local(d) for d in dead if d in em.locals]
+            if gone:
+                body.append(f"del {', '.join(gone)}")
+        outs = ", ".join(em.arg(o) for o in self.outputs)
+        body.append(f"return ({outs},)" if self.multi else f"return {outs}")
+        return compile_function(em, "region", ", ".join(params), body, "nvFuser region")
+
+    def __call__(self, *args):
+        return self.run(*args)

@@ -43,7 +43,7 @@ from ..trace import Trace, is_getitem
 from .interpreter import constants_of
 from .wait_hook import WAIT, current_hook, hooked_wait
 
-__all__ = ["GeneratedProgram", "generate", "generate_region"]
+__all__ = ["GeneratedProgram", "Emitter", "compile_function", "generate", "generate_region"]
 
 _VIEW = torch.ops.aten.view.default
 _RESHAPE = torch.ops.aten.reshape.default
@@ -80,11 +80,14 @@ def _callable_of(target):
     return target
 
 
-class _Emitter:
-    """Collects globals (targets, regions, constants) and local names for one function."""
+class Emitter:
+    """Collects globals (targets, regions, constants) and local names for one generated function.
 
-    def __init__(self, trace: Trace):
-        self.trace = trace
+    ``name_of(node)`` proposes a readable local name (a Trace's names); ``gm`` resolves ``get_attr``."""
+
+    def __init__(self, name_of, gm):
+        self.name_of = name_of
+        self.gm = gm
         self.globals: dict[str, object] = {"__builtins__": __builtins__}
         self._by_id: dict[int, str] = {}
         self.locals: dict[fx.Node, str] = {}
@@ -102,9 +105,9 @@ class _Emitter:
     def local(self, node: fx.Node) -> str:
         if node in self.locals:
             return self.locals[node]
-        name = self.trace.name(node)
+        name = self.name_of(node)
         if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_g_") or name in self._used \
-                or name in ("args", "_", "_h"):
+                or name in ("args", "_", "_h", "_r"):
             name = f"_v{len(self.locals)}"
         self._used.add(name)
         self.locals[node] = name
@@ -113,7 +116,7 @@ class _Emitter:
     def arg(self, a) -> str:
         if isinstance(a, fx.Node):
             if a.op == "get_attr":
-                return self.bind(_attr(self.trace.gm, a.target), "c")
+                return self.bind(_attr(self.gm, a.target), "c")
             return self.local(a)
         if isinstance(a, (list, tuple)):
             if not _has_node(a):
@@ -144,7 +147,7 @@ def _attr(gm, target: str):
         else operator.attrgetter(target)(gm)
 
 
-def _body(em: _Emitter, trace: Trace, region_runner, views_as_reshape: bool,
+def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
           materialized_regions: bool) -> list[str]:
     """The op lines (with their ``del`` lines) of one function body."""
     live = trace.liveness(materialized_regions=materialized_regions)
@@ -181,14 +184,15 @@ def _body(em: _Emitter, trace: Trace, region_runner, views_as_reshape: bool,
     return lines
 
 
-def _output(em: _Emitter, trace: Trace) -> str:
+def _output(em: Emitter, trace: Trace) -> str:
     spec = trace.output_node.args[0]
     if isinstance(spec, (list, tuple)):
         return "(" + "".join(f"{em.arg(a)}, " for a in spec) + ")"
     return f"({em.arg(spec)},)"
 
 
-def _compile(em: _Emitter, fn_name: str, params: str, body: list[str], what: str):
+def compile_function(em: Emitter, fn_name: str, params: str, body: list[str], what: str):
+    """``def fn_name(params): body`` compiled under the emitter's globals; (function, source)."""
     _counter[0] += 1
     filename = f"<trace_lab generated {what} #{_counter[0]}>"
     src = f"def {fn_name}({params}):\n" + "".join(f"    {line}\n" for line in body)
@@ -210,7 +214,7 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
     lay a value out otherwise than eager). ``materialized_regions`` picks the liveness mode
     whose frees the code follows.
     """
-    em = _Emitter(trace)
+    em = Emitter(trace.name, trace.gm)
     params = [em.local(p) for p in trace.inputs]
     body: list[str] = []
     if params:
@@ -228,7 +232,7 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
         body += ["if _h is not None:", "    _h.exit(_g_trace)"]
     body.append(f"return {out}")
     fn_name = trace.kind_function_name
-    fn, src = _compile(em, fn_name, "args", body, f"{trace.kind} '{trace.stage}'")
+    fn, src = compile_function(em, fn_name, "args", body, f"{trace.kind} '{trace.stage}'")
     return GeneratedProgram(fn, src, fn_name)
 
 
@@ -236,12 +240,12 @@ def generate_region(trace: Trace, node: fx.Node):
     """A fused region run op by op as generated code: ``fn(*inputs)`` -> value or tuple."""
     sub = trace.gm.get_submodule(node.target)
     inner = Trace(sub, "region")
-    em = _Emitter(inner)
+    em = Emitter(inner.name, inner.gm)
     params = [em.local(p) for p in inner.inputs]
     body = _body(em, inner, None, False, True)
     out = _output(em, inner)
     multi = isinstance(node.meta.get("val"), (list, tuple))
     body.append(f"return {out}" if multi else f"return {out}[0]")
     name = str(node.target) if str(node.target).isidentifier() else "region"
-    fn, _ = _compile(em, name, ", ".join(params), body, f"region {node.target}")
+    fn, _ = compile_function(em, name, ", ".join(params), body, f"region {node.target}")
     return fn
