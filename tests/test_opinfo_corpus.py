@@ -1,0 +1,119 @@
+"""The OpInfo corpus's fixed CI subset (benchmarks/opinfo_corpus.py, issue 15).
+
+One sample of ~150 ops chosen to cover every category of PyTorch's op_db (pointwise, reductions,
+views, indexing, linalg, conv, normalization, creation, pooling, losses, sorts, FFTs, random ops),
+f32 plus a bf16 slice, forward and backward, under every fusion strategy on the eager executor,
+and a smaller slice through Inductor. Each is compared with eager PyTorch (assert_close at the
+dtype's defaults widened to the OpInfo's overrides; random ops on shapes/dtypes) and its
+predicted peak with the profiler's measurement (1% + 1 KiB).
+
+Honest by construction: a failure not in tests/opinfo_known_failures.json fails the test, and so
+does a listed failure that passes now (strict xfail), a listed entry that no longer exists in
+the subset, or a sample that times out or crashes its worker.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from benchmarks import opinfo_corpus as corpus
+
+KNOWN = os.path.join(os.path.dirname(__file__), "opinfo_known_failures.json")
+JOBS = 2
+TIMEOUT = 150
+
+
+def _known() -> dict:
+    with open(KNOWN) as f:
+        data = json.load(f)
+    for section in ("correctness", "memory"):
+        for key, why in data[section].items():
+            assert isinstance(why, str) and len(why) > 20, f"{section} entry {key!r} needs a reason"
+    return data
+
+
+@pytest.fixture(scope="module")
+def subset_rows():
+    ops = corpus.load_ops()
+    assert {k for k, _, _ in corpus.SUBSET_EAGER + corpus.SUBSET_INDUCTOR} <= set(ops)
+    started = time.perf_counter()
+    rows = corpus.sweep(corpus.subset_tasks(), jobs=JOBS, timeout=TIMEOUT, progress=lambda s: None)
+    return rows, time.perf_counter() - started
+
+
+def _id(row, config) -> str:
+    return f"{row['op']}|{row['dtype']}|{row['sample']}|{config}"
+
+
+@pytest.mark.slow
+def test_subset_covers_every_category():
+    ops = corpus.load_ops()
+    covered = {corpus.category(ops[k]) for k, _, _ in corpus.SUBSET_EAGER}
+    every = {corpus.category(o) for o in ops.values()}
+    assert every <= covered, f"categories without a subset op: {sorted(every - covered)}"
+    assert {dt for _, dt, _ in corpus.SUBSET_EAGER} == {"float32", "bfloat16"}
+    assert len(corpus.SUBSET_EAGER) >= 100
+
+
+@pytest.mark.slow
+def test_every_subset_sample_ran(subset_rows):
+    rows, _ = subset_rows
+    wanted = {(k, dt, i) for k, dt, idx, *_ in corpus.subset_tasks() for i in idx}
+    got = {(r["op"], r["dtype"], r["sample"]) for r in rows}
+    broken = [f"{r['op']} {r['dtype']} s{r['sample']}: " + ", ".join(
+        f"{k}={r[k]}" for k in ("timeout", "crash", "worker_error", "sample_error", "eager_error") if k in r)
+        for r in rows if any(k in r for k in ("timeout", "crash", "worker_error", "sample_error", "eager_error"))]
+    assert not broken, "samples that did not run:\n" + "\n".join(broken)
+    assert wanted <= got, f"missing: {sorted(wanted - got)[:10]}"
+    # every sample ran every config it was given
+    for r in rows:
+        assert r["configs"], f"{r['op']} {r['dtype']} s{r['sample']} ran no configuration"
+
+
+@pytest.mark.slow
+def test_subset_correctness_strict_known_failures(subset_rows):
+    rows, _ = subset_rows
+    known = _known()["correctness"]
+    results = {_id(r, c): res for r in rows for c, res in r["configs"].items()}
+    unexpected = [f"{k}: [{res['cause']}] {res.get('first_line', '')}" for k, res in sorted(results.items())
+                  if res["status"] != "pass" and k not in known]
+    now_passing = [k for k in known if k in results and results[k]["status"] == "pass"]
+    stale = [k for k in known if k not in results]
+    assert not unexpected, f"{len(unexpected)} subset runs differ from eager or raise:\n" + "\n".join(unexpected)
+    assert not now_passing, ("listed known failures pass now; remove them from tests/opinfo_known_failures.json:\n"
+                             + "\n".join(now_passing))
+    assert not stale, "known failures that the subset no longer runs:\n" + "\n".join(stale)
+
+
+@pytest.mark.slow
+def test_subset_predicted_memory_equals_measured(subset_rows):
+    rows, _ = subset_rows
+    known = _known()["memory"]
+    bad, now_ok = [], []
+    for r in rows:
+        for c, res in r["configs"].items():
+            if res["status"] != "pass":
+                continue  # a failed run's memory is not judged (its failure is reported above)
+            for m in res.get("memory", []):
+                assert m["measured"] is not None, f"{_id(r, c)}: memory not measured"
+            mem_ok = res.get("memory_ok")
+            key = _id(r, c)
+            listed = key in known or f"{r['op']}|*" in known
+            if mem_ok is False and not listed:
+                worst = [f"{m['kind']} predicted {m['predicted']} measured {m['measured']}"
+                         for m in res["memory"] if not m["ok"]]
+                bad.append(f"{key}: {'; '.join(worst)}")
+            if mem_ok and key in known:
+                now_ok.append(key)
+    assert not bad, (f"predicted != measured (beyond {corpus.MEMORY_REL:.0%} + {corpus.MEMORY_ABS} B) on "
+                     f"{len(bad)} runs:\n" + "\n".join(bad))
+    assert not now_ok, "listed memory disagreements agree now; remove them:\n" + "\n".join(now_ok)
+
+
+@pytest.mark.slow
+def test_subset_time(subset_rows):
+    _, seconds = subset_rows
+    print(f"OpInfo CI subset: {seconds:.0f} s with {JOBS} workers")
