@@ -38,7 +38,7 @@ from functools import lru_cache
 
 __all__ = ["esc", "CSS", "code_html", "summary_html", "traces_html", "graphs_html", "memory_html",
            "compare_html", "tabs_html", "report_html", "standalone_page", "memory_curves", "part_traces", "error_html",
-           "trace_html", "css", "pack", "unpack", "INFLATE_JS", "LAZY_LINES"]
+           "trace_html", "css", "pack", "unpack", "INFLATE_JS", "LAZY_LINES", "part_data", "stage_lines"]
 
 TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare"]
 
@@ -209,15 +209,25 @@ TRACE_JS = INFLATE_JS + r"""if (!window.__tlTraceInit) { window.__tlTraceInit = 
     return Math.trunc(n) + ' B';
   }
   function sums(xs) { var a = 0; return xs.map(function (x) { a += x; return a; }); }
+  function field(d, st, key) {  // as stage_field in html.py: {"like": j, "set": [...]} or (delta-coded) data
+    var v = st[key];
+    if (v && !Array.isArray(v)) {
+      var out = field(d, d.stages[v.like], key).slice();
+      (v.set || []).forEach(function (p) { out[p[0]] = p[1]; });
+      return out;
+    }
+    return key === 'idx' || key === 'ops' ? sums(v) : v;
+  }
   function draw(d, st) {
-    var out = [], L = d.lines, I = sums(st.idx), base = st.base, scale = st.scale, op = {}, fold = {}, rows = [];
-    sums(st.ops).forEach(function (i, k) { op[i] = k; });
-    st.fold.forEach(function (f) { fold[f[0]] = f[1]; });
+    var out = [], L = d.lines, I = field(d, st, 'idx'), base = st.base, scale = st.scale, op = {}, fold = {}, rows = [];
+    var mem = field(d, st, 'mem');
+    field(d, st, 'ops').forEach(function (i, k) { op[i] = k; });
+    field(d, st, 'fold').forEach(function (f) { fold[f[0]] = f[1]; });
     for (var i = 0; i < I.length; i++) {
       var n = fold[i] || 0; rows.push([i, op[i] === undefined ? -1 : op[i], n]); i += n;
     }
     rows.forEach(function (r) {
-      var i = r[0], k = r[1], n = r[2], m = k >= 0 ? st.mem[k] : null, bar, cls = 'tl-l';
+      var i = r[0], k = r[1], n = r[2], m = k >= 0 ? mem[k] : null, bar, cls = 'tl-l';
       if (m) {
         var pct = (100 * Math.max(m[0] - base, 0) / scale).toFixed(1), hw = (100 * Math.max(m[1] - base, 0) / scale).toFixed(1);
         var tip = 'live ' + fb(m[0]) + ' after this line (dark bar, above inputs); allocated ' + fb(m[2]) + ', freed ' +
@@ -394,18 +404,60 @@ def part_data(stages, texts: list[str] | None = None) -> dict:
     ([op line, inner lines]), the bar scale and the peak's op index. Index lists are
     delta-coded (they mostly step by 1 or 3, which gzip stores in almost nothing)."""
     table: dict[str, int] = {}
-    out = []
+    out, plain = [], []
     for k, t in enumerate(stages):
         lines, live, rows, op_of = _layout(t, texts[k] if texts else None)
         base, scale = _scale(live)
         mem_lines = live.lines if op_of else []
         peak_k = next((n for n, m in enumerate(mem_lines) if m is live.peak_line), -1)
-        out.append({"idx": _deltas([table.setdefault(ln, len(table)) for ln in lines]),
-                    "ops": _deltas(sorted(op_of)),
-                    "fold": [[i, n] for i, _, n in rows if n],
-                    "mem": [[m.live_after, m.high_water, m.allocated, m.freed] for m in mem_lines],
-                    "base": base, "scale": scale, "peak": peak_k})
+        st = {"idx": [table.setdefault(ln, len(table)) for ln in lines], "ops": sorted(op_of),
+              "fold": [[i, n] for i, _, n in rows if n],
+              "mem": [[m.live_after, m.high_water, m.allocated, m.freed] for m in mem_lines]}
+        plain.append(st)
+        out.append({**_like_earlier(st, plain), "base": base, "scale": scale, "peak": peak_k})
     return {"lines": list(table), "stages": out}
+
+
+def _like_earlier(st: dict, plain: list[dict]) -> dict:
+    """A stage's fields, each as data or as ``{"like": j}`` (equal to stage j's; for ``idx`` also
+    ``"set": [[line, index]...]``, a few lines changed: the title of a pass that changed nothing)."""
+    out = {}
+    for key, value in st.items():
+        ref = None
+        for j, other in enumerate(plain[:-1]):
+            if other[key] == value:
+                ref = {"like": j}
+                break
+            if key == "idx" and len(other[key]) == len(value):
+                changed = [[i, v] for i, (v, o) in enumerate(zip(value, other[key])) if v != o]
+                if len(changed) <= 8:
+                    ref = {"like": j, "set": changed}
+                    break
+        out[key] = ref if ref is not None else (_deltas(value) if key in ("idx", "ops") else value)
+    return out
+
+
+def stage_field(data: dict, stage: int, key: str) -> list:
+    """One field of one stage of :func:`part_data`, references resolved and indices absolute (as the page's
+    script reads them)."""
+    v = data["stages"][stage][key]
+    if isinstance(v, dict):
+        out = list(stage_field(data, v["like"], key))
+        for i, x in v.get("set", []):
+            out[i] = x
+        return out
+    if key in ("idx", "ops"):
+        acc, out = 0, []
+        for d in v:
+            acc += d
+            out.append(acc)
+        return out
+    return v
+
+
+def stage_lines(data: dict, stage: int) -> list[str]:
+    """The text lines of one stage of :func:`part_data` (tests, tools)."""
+    return [data["lines"][i] for i in stage_field(data, stage, "idx")]
 
 
 def part_data_html(data_id: str, stages, texts: list[str] | None = None) -> str:
@@ -484,16 +536,20 @@ def traces_html(report) -> str:
         texts = [str(t) for t in stages]
         long = any(len(text.splitlines()) > LAZY_LINES for text in texts)
         data_id = "tlz" + uuid.uuid4().hex[:12] if long else None
-        first: dict[str, int] = {}
+        last = {_body(text): k for k, text in enumerate(texts)}  # passes that changed nothing: say so
         for k, (t, text) in enumerate(zip(stages, texts)):
             live = t.liveness()
-            same = first.setdefault(_body(text), k)  # a pass that changed nothing: say so
+            same = last[_body(text)]
             head = (f"stage {k}: {esc(t.stage)} &mdash; {len(t.ops)} ops, peak {esc(_fmt_bytes(live.peak_bytes))} "
                     f"(+{esc(_fmt_bytes(live.peak_above_inputs_bytes))} above inputs)"
                     + (f" &mdash; same lines as stage {same} (a new title only)" if same != k else ""))
             opened = " open" if k == len(stages) - 1 else ""
-            body = code_html(t, LAZY_LINES, data_id=data_id, stage=k, how_to_see_all=_see_all_hint(report, label, k),
-                             text=text)
+            if data_id is not None and same != k:  # a long part: no second window of the same lines
+                body = (f'<div class="tl-placeholder">the lines of stage {same} (open it below); only the title '
+                        f"differs</div>")
+            else:
+                body = code_html(t, LAZY_LINES, data_id=data_id, stage=k,
+                                 how_to_see_all=_see_all_hint(report, label, k), text=text)
             inner.append(f"<details{opened}><summary>{head}</summary>{body}</details>")
         store = ""
         if data_id is not None:
