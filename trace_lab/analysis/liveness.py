@@ -316,6 +316,18 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
                 live += buffers[bid]
             bids.append(bid)
         value_buffers[n] = bids
+    for n in nodes:  # tensor literals (get_attr): held by the program's module, like caller-held inputs
+        if n.op == "get_attr":
+            bids = []
+            for t in tensor_values(n.meta.get("val")):
+                bid = None
+                if t is not None:
+                    bid = new_buffer(nbytes(t))
+                    pinned.add(bid)
+                    refs[bid] += 1
+                    live += buffers[bid]
+                bids.append(bid)
+            value_buffers[n] = bids
     owned_nodes = {placeholders[i] for i in owned if i < len(placeholders)}
     entry = live
     peak, peak_index = entry, -1
@@ -333,7 +345,7 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
         return freed
 
     for n in nodes:
-        if n.op in ("placeholder", "output") or is_getitem(n):
+        if n.op in ("placeholder", "output", "get_attr") or is_getitem(n):
             continue
         outs = tensor_values(n.meta.get("val"))
         allocated = 0
@@ -397,6 +409,8 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
                 continue
             lu = last_use.get(v)
             if (lu is not None and lu == order[n]) or (v in produced and lu is None):
+                if v.op == "get_attr":
+                    continue  # the module keeps its constants
                 dead_nodes.append(v)
                 if v.op != "placeholder" or v in owned_nodes:
                     dead_names.append(name_of(v))
