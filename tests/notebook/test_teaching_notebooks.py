@@ -4,7 +4,10 @@ The kernel gets this checkout on PYTHONPATH and ``TRACE_LAB_EXECUTOR=eager`` so
 that the CPU suite stays fast (the notebooks say what changes with a compiling
 executor). Outputs are checked for the parts a student must see: the trace
 text, the graph view (its payload or the placeholder naming the missing
-module), the widget model, and the comparison table.
+module), the widget model, and the comparison table. The figures the prose quotes
+(issue 18) are checked against the executed notebook's own outputs: each quoted
+number must equal the number the output prints, and each "X is lower than Y" must
+hold there (CPU sizes; the executed copy is kept in the test's tmp_path).
 """
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ def outputs(nb, mime):
 def test_notebook_runs_top_to_bottom(path, tmp_path):
     shutil.copy(path, tmp_path / path.name)
     nb = execute(tmp_path / path.name, tmp_path)
+    nbformat.write(nb, tmp_path / f"executed_{path.name}")  # kept for reading the figures
     magic_cells = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%thunder_trace")]
     assert magic_cells, "a teaching notebook traces at least one cell"
     for cell in magic_cells:
@@ -69,6 +73,8 @@ def test_notebook_runs_top_to_bottom(path, tmp_path):
         assert "<svg" in graph or "<script" in graph or "graph view needs" in graph or "graph view failed" not in graph and len(graph) > 200
         # the compare tab has at least this run's row
         assert html.count('class="tl-row"') >= 1
+        # every teaching notebook says its runs match eager PyTorch (issue 18: not "not checked")
+        assert "matches eager PyTorch" in _summary(cell), f"not checked against eager:\n{cell.source}"
     # the widget models were saved with the notebook (a live frontend renders them)
     state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
     assert any(m.get("model_name") == "TabModel" for m in state.values())
@@ -78,6 +84,128 @@ def test_notebook_runs_top_to_bottom(path, tmp_path):
 
 def _stdout(cell) -> str:
     return "".join(out.get("text", "") for out in cell.outputs if out.get("name") == "stdout")
+
+
+def _code(nb, marker):
+    """The first code cell whose source contains ``marker``."""
+    return next(c for c in nb.cells if c.cell_type == "code" and marker in c.source)
+
+
+def _md(nb, marker) -> str:
+    """The markdown cell containing ``marker`` (the paragraph that quotes the figures), whitespace collapsed."""
+    return " ".join(next(c for c in nb.cells if c.cell_type == "markdown" and marker in c.source).source.split())
+
+
+def _html_text(cell, section=None) -> str:
+    html = next(out["data"]["text/html"] for out in cell.outputs if "text/html" in out.get("data", {}))
+    if section is not None:
+        html = re.search(rf'<section class="tl-{section}">(.*?)</section>', html, re.S).group(1)
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def _summary(cell) -> str:
+    return _html_text(cell, "p0")
+
+
+UNITS = {"B": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3}
+SIZE = r"\d[\d.,]* (?:B|KiB|MiB|GiB)"
+
+
+def _bytes(text: str) -> float:
+    num, unit = text.split()
+    return float(num.replace(",", "")) * UNITS[unit]
+
+
+def quotes(prose: str, *phrases):
+    for phrase in phrases:
+        assert phrase in prose, f"the prose does not quote the output's figure: {phrase!r}\nprose: {prose}"
+
+
+def _rows(nb, marker, pattern, names) -> dict:
+    """{first group: the other groups} of each line of the printed output of the cell containing ``marker``."""
+    out = _stdout(_code(nb, marker))
+    rows = {m[0]: m[1:] for m in re.findall(pattern, out, re.M)}
+    assert set(rows) == set(names), out
+    return rows
+
+
+def check_fusion_and_peak(nb):
+    """01: kernels and peaks of none / horizontal / memory as the prose quotes them."""
+    rows = _rows(nb, "for row in kernel_session().rows()",
+                 rf"^\s*(\S+):\s+(\d+) fused regions,\s+(\d+) kernels, peak predicted ({SIZE}), measured ({SIZE})$",
+                 ["none", "horizontal", "memory"])
+    (nf, nk, npk, nm), (hf, hk, hpk, hm), (mf, mk, mpk, mm) = rows["none"], rows["horizontal"], rows["memory"]
+    assert (npk, hpk, mpk) == (nm, hm, mm), "the prose says predicted and measured peaks agree"
+    assert int(hk) < int(nk) and int(hk) <= int(mk), "horizontal launches the fewest kernels"
+    assert _bytes(hpk) > _bytes(npk) and _bytes(hpk) > _bytes(mpk), "horizontal has the highest peak"
+    assert mpk == npk and int(mf) > 0, "memory keeps none's peak while still fusing"
+    matrix = 256 * 256 * 4
+    assert _bytes(npk) == 3 * matrix and _bytes(hpk) == 20 * matrix  # "three matrices", "20 matrices"
+    prose = _md(nb, "What to look for")
+    quotes(prose, f"fewest kernels ({hk} against {nk})", f"highest peak ({hpk} above the inputs against {npk})",
+           f"the eager order, {npk})", f"({mf} fused regions)", f"`none`'s {npk} is the issue's eager figure",
+           f"20 matrices, {hpk}.")
+    # the "how to read" example line is a line of the first trace, as printed
+    example = re.search(r"`(\| live [^`]+)`", _md(nb, "How to read the output")).group(1)
+    assert " ".join(example.split()) in _html_text(_code(nb, "--name none"), "p1")
+
+
+def check_compile_time(nb):
+    """02: the 2- and 8-layer programs and the cache on/off rows as the prose quotes them."""
+    rows = _rows(nb, "for row in kernel_session().rows()",
+                 r"^\s*(\S+): compile ([\d.]+) s,\s+(\d+) kernels,\s+(\d+) fused regions, cache hits (\S+)$",
+                 ["2-layers", "8-layers", "8-layers-no-cache"])
+    (_, k2, f2, _), (_, k8, f8, h8), (_, k8n, f8n, h8n) = rows["2-layers"], rows["8-layers"], rows["8-layers-no-cache"]
+    assert 3.5 <= int(k8) / int(k2) <= 4.5 and 3.5 <= int(f8) / int(f2) <= 4.5, "four times the program"
+    assert (k8, f8) == (k8n, f8n), "the cache changes compile time, not the kernels that run"
+    if os.environ.get("TRACE_LAB_EXECUTOR", "eager") == "eager":
+        assert h8 == h8n == "n/a"  # the prose: with the eager executor, cache hits n/a
+    prose = _md(nb, "What to look for")
+    quotes(prose, f"{k2} -> {k8} kernels and {f2} -> {f8} fused regions", f"({k8} kernels, {f8} fused regions both times)",
+           f"run the same {k8} kernels", "median of 3 steps")
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.startswith("%%thunder_trace"):
+            assert "--runs 3" in cell.source and "(median of 3)" in _summary(cell)
+
+
+def check_copy_heavy_adam(nb):
+    """03: copies, the peak just before them, and the memory order's peak, as the prose quotes them."""
+    out = _stdout(_code(nb, "copies = [n for n in trace.ops"))
+    ops, ncopies, moved = re.search(rf"(\d+) ops, of which (\d+) copy_ results back into the inputs \(({SIZE}) moved\)", out).groups()
+    peak, at, total, first_copy = re.search(
+        rf"peak ({SIZE}) above the inputs, at line (\d+) of (\d+) \(the first copy_ is line (\d+)\)", out).groups()
+    assert int(ncopies) == 4 * 8  # parameter, exp_avg, exp_avg_sq, step of 8 parameters
+    assert _bytes(moved) <= _bytes(peak) <= 1.25 * _bytes(moved), "the peak is close to what the step updates"
+    assert int(first_copy) - 3 <= int(at) <= int(first_copy), "the peak is just before the copies"
+    quotes(_md(nb, "The peak above the inputs"), f"The peak above the inputs ({peak})", f"(the {moved} the copies move)")
+    rows = dict(re.findall(rf"^\s*(\S+): peak predicted ({SIZE}), \d+ kernels, .* matches eager: True$",
+                           _stdout(_code(nb, "for row in kernel_session().rows()")), re.M))
+    assert set(rows) == {"adam", "adam-memory"} and rows["adam"] == peak
+    assert _bytes(rows["adam-memory"]) < _bytes(peak), "the memory order lowers the peak"
+    tensor = 65536 * 4
+    quotes(_md(nb, "It does:"), f"falls from {peak} to {rows['adam-memory']}",
+           f"({_bytes(rows['adam-memory']) / tensor:g} tensors of 256 KiB instead of {_bytes(peak) / tensor:g})")
+
+
+def check_checkpointing(nb):
+    """04: checkpointing lowers what the forward saves, the forward's peak and the backward's high-water mark
+    (saved tensors included); the backward's peak above its own inputs rises. Figures as the prose quotes them."""
+    runs = _rows(nb, "saved_bytes = sum(",
+                 rf"^\s*(plain|checkpointed): forward\s+\d+ ops, peak ({SIZE}) above its inputs; \d+ saved tensors \(({SIZE}), "
+                 rf"weights included\)\n\s+backward\s+\d+ ops,\s+(\d+) recomputed; peak ({SIZE}) above its inputs, ({SIZE}) live at its peak",
+                 ["plain", "checkpointed"])
+    (pf, ps, pr, pb, pl), (cf, cs, cr, cb, cl) = runs["plain"], runs["checkpointed"]
+    assert int(pr) == 0 < int(cr)
+    assert _bytes(cs) < _bytes(ps) and _bytes(cf) < _bytes(pf), "checkpointing saves fewer tensors, the forward peak drops"
+    assert _bytes(cb) > _bytes(pb), "the backward's own peak (above its inputs) rises"
+    assert _bytes(cl) < _bytes(pl), "the backward's high-water mark, saved tensors included, falls"
+    quotes(_md(nb, "What to look for"), f"{ps} kept from the forward for the backward become {cs}",
+           f"drops from {pf} to {cf} above its inputs", f"{pb} above its inputs without checkpointing, {cb} with it",
+           f"falls from {pl} to {cl}")
+    # the Summary's predicted peaks are the ones printed
+    for name, (fw, _, _, bw, _) in runs.items():
+        summary = _summary(_code(nb, f"--name {name}"))
+        assert f"peak forward #0 predicted {fw}," in summary and f"peak backward #0 predicted {bw}," in summary
 
 
 def check_wait_sorting(nb):
@@ -104,6 +232,28 @@ def check_wait_sorting(nb):
     assert 2.0 <= float(held["1 in flight"]) < 3.0 and float(held["unlimited"]) >= 8.0
     svgs = [out for c in nb.cells for out in c.get("outputs", []) if "image/svg+xml" in out.get("data", {})]
     assert len(svgs) == 3  # two timelines, one memory plot
+    # the overlap is the same with both in-flight limits (the chain is communication-bound)
+    overlap = re.findall(r"^(1 in flight|unlimited)\s+forward: exposed comm ([\d.]+) ms, gather hidden (\d+)%", limits, re.M)
+    assert len(overlap) == 2 and overlap[0][1:] == overlap[1][1:]
+    # the estimated forward timelines as the prose quotes them
+    est = {}
+    for label, part in (("unsorted", unsorted), ("sorted", sorted_)):
+        span, compute, comm, _gather, exposed, ov = re.search(
+            r"#0 forward \(estimated\)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)%", part).groups()
+        est[label] = span, compute, comm, exposed, ov
+    (su, cu, mu, eu, ou), (ss, _, _, es, os_) = est["unsorted"], est["sorted"]
+    assert abs(float(su) - float(cu) - float(mu)) <= 0.002 and ou == "0" and eu == mu, "unsorted: span = compute + comm"
+    assert float(ss) < float(su) and float(es) < float(eu) and 35 <= int(os_) <= 65, "sorted: about half hidden"
+    quotes(_md(nb, "Unsorted, every all-gather is exposed"), f"{su} ms = {cu} ms + {mu} ms, overlap 0%",
+           f"about half of the transfer time ({os_}%)", f"({su} -> {ss} ms)", f"({eu} -> {es} ms)")
+    # the price: sorting raises both predicted peaks, as quoted
+    peaks = _rows(nb, "def peaks(rep)", rf"^(waits unsorted|waits sorted)\s+forward peak ({SIZE}) above inputs, backward peak ({SIZE})",
+                  ["waits unsorted", "waits sorted"])
+    (fu, bu), (fs, bs) = peaks["waits unsorted"], peaks["waits sorted"]
+    assert _bytes(fs) > _bytes(fu) and _bytes(bs) > _bytes(bu)
+    quotes(_md(nb, "Sorting costs memory"), f"rises from {fu} to {fs}", f"the backward's from {bu} to {bs}")
 
 
-EXTRA_CHECKS = {"05_wait_sorting": check_wait_sorting}
+EXTRA_CHECKS = {"01_fusion_and_peak_memory": check_fusion_and_peak, "02_compile_time_and_fusion_cache": check_compile_time,
+                "03_copy_heavy_adam": check_copy_heavy_adam, "04_backward_with_checkpointing": check_checkpointing,
+                "05_wait_sorting": check_wait_sorting}
