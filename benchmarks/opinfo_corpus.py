@@ -27,8 +27,11 @@ How a sample is checked
   OpInfo's own decorators declare for that dtype (any test).
 * Random ops: an op whose eager output changes with the global seed (dropout, bernoulli,
   ``empty*``...) is compared on shapes, dtypes and devices only, and its row says so.
-* Memory: ``jfn.measuring()`` records, for every program part run (forward, backward),
-  the liveness prediction and the profiler's measured peak; they agree when
+* Memory: each configuration is called twice; the first call compiles forward and backward,
+  the second runs inside ``jfn.measuring()`` (and is the one compared with eager), which
+  records, for every program part run (forward, backward), the liveness prediction and the
+  profiler's measured peak (Inductor compiling a region inside a measuring() block crashes
+  the profiler's stop, see NOTES); they agree when
   ``|measured - predicted| <= 1% + 1 KiB``.
 * Classification of failures: ``error`` (an exception; KeyError ``_tensor_constant`` is
   issue 15 defect 1), ``mismatch`` (values differ; when the same mismatch appears with
@@ -71,6 +74,20 @@ SCRATCH_OPS = ("conv", "fft", "sort", "argsort", "msort", "topk", "kthvalue", "m
                "instance_norm", "group_norm", "layer_norm", "local_response_norm", "rms_norm", "take_along_dim",
                "gather", "scatter", "index_", "cross", "rot90", "roll", "flip", "stft", "istft", "polar",
                "view_as_complex", "nanquantile", "quantile")
+
+
+NOTES = [
+    "Each configuration's first call compiles (forward and backward); the second call is measured and compared. "
+    "Compiling an Inductor region inside `jfn.measuring()` (the lazily compiled backward) segfaults in "
+    "`torch.profiler.profile.stop()` at the end of the block (trace_lab/measure.py CpuMemoryWindows.close, since "
+    "commit 80c88a4): repro `f = trace_lab.jit(lambda x: torch.nn.functional.gelu(x), fusion='dataflow', "
+    "executor='inductor'); x = torch.randn(5, 5, requires_grad=True); with f.measuring(): f(x).sum().backward()`.",
+    "`aot_eager not captured`: Dynamo compiled no graph with an op for the sample (a no-op such as `contiguous` of a "
+    "contiguous tensor, a graph break on a Python-level op, sparse tensors): torch.compile does not compile it, so "
+    "neither does trace_lab; excluded from the denominator like `cannot run`.",
+    "Random ops: OpInfos wrap them in `wrapper_set_seed`, which Dynamo cannot trace; the corpus calls the wrapped "
+    "function itself and compares shapes/dtypes only (their values depend on the generator stream).",
+]
 
 
 # ---- ops ------------------------------------------------------------------------------------------
@@ -362,17 +379,6 @@ def classify_error(e: BaseException) -> str:
     return f"error: {type(e).__name__}"
 
 
-def _count_backend(counter):
-    from torch._dynamo.backends.common import aot_autograd
-    from functorch.compile import make_boxed_func
-
-    def nop(gm, _inputs):
-        counter.append(sum(1 for n in gm.graph.nodes if n.op == "call_function"))
-        return make_boxed_func(gm.forward)
-
-    return nop
-
-
 def aot_eager_check(case) -> tuple[str, str]:
     """('ok' | 'cannot run' | 'not captured', detail) for torch.compile(backend='aot_eager')."""
     import torch
@@ -380,7 +386,7 @@ def aot_eager_check(case) -> tuple[str, str]:
     ops = []
 
     def counting(gm, example_inputs):
-        ops.append(sum(1 for n in gm.graph.nodes if n.op == "call_function"))
+        ops.append(sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")))
         from torch._dynamo.backends.debugging import aot_eager
 
         return aot_eager(gm, example_inputs)
@@ -427,6 +433,11 @@ def run_config(case, expected, config: str, rtol, atol, metadata_only: bool) -> 
     started = time.perf_counter()
     try:
         jfn = trace_lab.jit(case.fn, fusion=fusion, executor=executor)
+        # a first call compiles forward and backward; the second call is measured and compared
+        # (Inductor compiling inside a measuring() block crashes the profiler: see the table's notes)
+        torch.manual_seed(0)
+        case.run(jfn)
+        torch.manual_seed(0)
         with jfn.measuring() as ms:
             actual = case.run(jfn)
     except Exception as e:  # noqa: BLE001
@@ -451,7 +462,6 @@ def run_config(case, expected, config: str, rtol, atol, metadata_only: bool) -> 
         res["status"] = "pass"
     else:
         res.update(status="fail", cause="mismatch", first_line=problem)
-    del torch
     return res
 
 
@@ -573,7 +583,8 @@ def sweep(tasks: list, jobs: int = 1, timeout: float = 300.0, progress=print, ma
     as a timeout, and the rest of its op's samples go back on the queue for a fresh worker."""
     import multiprocessing as mp
 
-    ctx = mp.get_context("fork")
+    # spawn, not fork: Inductor compiling in a child forked from a parent that imported torch segfaults
+    ctx = mp.get_context("spawn")
     task_q, result_q = ctx.Queue(), ctx.Queue()
     for t in tasks:
         task_q.put(t)
@@ -858,6 +869,7 @@ def write_table(rows: list[dict], summary: dict, meta: dict, path: str) -> None:
     ]
     for c, s in summary["per_config"].items():
         lines.append(f"| {c} | {_pct(s['ops_pass'], s['ops'])} | {_pct(s['samples_pass'], s['samples'])} |")
+    lines += ["", "## Notes", ""] + [f"- {n}" for n in NOTES]
     lines += ["", "## Failures by cause", ""]
     for cause, ops in summary["failure_causes"].items():
         lines.append(f"- **{cause}** ({len(ops)} ops): {', '.join(ops[:60])}{' ...' if len(ops) > 60 else ''}")
@@ -923,18 +935,18 @@ def merge(paths: list, table: str, out: str | None) -> int:
         metas.append(data)
         for r in data["rows"]:
             k = (r["op"], r["dtype"], r.get("sample"))
-            if k in merged and r.get("configs"):
-                merged[k].setdefault("configs", {}).update(r["configs"])
-            elif k not in merged:
-                merged[k] = r
+            if k in merged and r.get("configs") and merged[k].get("configs"):
+                merged[k]["configs"].update(r["configs"])  # another run's configurations of the sample
+            elif k not in merged or r.get("configs") or not merged[k].get("configs"):
+                merged[k] = r  # a later run (a re-run) replaces an excluded or unrun row
     rows = list(merged.values())
     summary = summarize(rows)
-    meta = {"command": f"python -m benchmarks.opinfo_corpus --merge {' '.join(os.path.relpath(p, ROOT) for p in paths)}",
+    meta = {"command": "python -m benchmarks.opinfo_corpus --merge " + " ".join(os.path.basename(p) for p in paths),
             "date": max(m["date"] for m in metas), "commit": ", ".join(dict.fromkeys(m["commit"] for m in metas)),
             "torch": metas[0]["torch"], "jobs": metas[0]["jobs"], "seconds": sum(m["seconds"] for m in metas),
             "coverage": " + ".join(f"[{m['command'].split('opinfo_corpus', 1)[-1].strip()}] {m['coverage']}"
                                    for m in metas),
-            "json": ", ".join(os.path.relpath(p, ROOT) for p in paths)}
+            "json": os.path.relpath(out, ROOT) if out else ", ".join(os.path.relpath(p, ROOT) for p in paths)}
     if out:
         with open(out, "w") as f:
             json.dump({**meta, "device": "cpu", "summary": summary, "rows": rows}, f, indent=1)
