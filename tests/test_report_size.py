@@ -1,7 +1,7 @@
 """Big programs do not bloat notebooks (issue 15, defect 7).
 
-A 3,000-op program's report was 4.4 MB of HTML in the notebook output (9.4 MB with a
-backward). Its output now stays under 1 MB: long stages show a window (head, the
+A 3,000-op program's report was 4.4 MB of HTML in the notebook output (9.2 MB with a
+backward); it is now 0.26 MB (0.65 MB with a backward; docs/notebook.md has the table): long stages show a window (head, the
 lines around the peak, tail) and carry every line packed (gzip + base64), drawn in
 the browser on "show all"; large graph SVG / DOT and the in-browser Graphviz are
 packed too, the renderer once per report. These tests check the size, that the whole

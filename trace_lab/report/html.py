@@ -156,8 +156,8 @@ def _fmt_bytes(n) -> str:
 
 
 LAZY_LINES = 300  # a stage with more lines is shown as a window (head, around the peak, tail)
-HEAD_LINES, PEAK_CONTEXT, TAIL_LINES = 30, 15, 8
-REGION_HEAD, REGION_TAIL = 24, 6  # a windowed stage's fused region shows this many of its ops' lines
+HEAD_LINES, PEAK_CONTEXT, TAIL_LINES = 24, 12, 6
+REGION_HEAD, REGION_TAIL = 16, 4  # a windowed stage's fused region shows this many of its ops' lines
 
 
 def pack(obj) -> str:
@@ -414,8 +414,27 @@ def part_data(stages, texts: list[str] | None = None) -> dict:
               "fold": [[i, n] for i, _, n in rows if n],
               "mem": [[m.live_after, m.high_water, m.allocated, m.freed] for m in mem_lines]}
         plain.append(st)
-        out.append({**_like_earlier(st, plain), "base": base, "scale": scale, "peak": peak_k})
-    return {"lines": list(table), "stages": out}
+        out.append({"base": base, "scale": scale, "peak": peak_k})
+    # order the table so that the forms of one op (its line, its line inside a fused region) sit side by side:
+    # gzip then stores the second as a short reference to the first (its window is 32 KB)
+    first_core: dict[str, int] = {}
+    for ln in table:
+        first_core.setdefault(_core(ln), len(first_core))
+    order = sorted(table, key=lambda ln: (first_core[_core(ln)], table[ln]))
+    new_pos = {table[ln]: k for k, ln in enumerate(order)}
+    for st, entry in zip(plain, out):
+        st["idx"] = [new_pos[i] for i in st["idx"]]
+    for k, (st, entry) in enumerate(zip(plain, out)):
+        entry.update(_like_earlier(st, plain[:k + 1]))
+    return {"lines": order, "stages": out}
+
+
+_CORE = re.compile(r"^\s*(?:#\s+)?(.*?)(?:\s\s#.*)?$")
+
+
+def _core(line: str) -> str:
+    """An op's statement without indentation, comment mark and annotations (the same in and out of a region)."""
+    return _CORE.match(line).group(1)
 
 
 def _like_earlier(st: dict, plain: list[dict]) -> dict:
