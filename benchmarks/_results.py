@@ -24,8 +24,15 @@ def write_results(kind: str, device: str, rows: list, out: str | None = None, **
 
 
 def git_commit(root: str | None = None) -> dict:
-    """{'commit': short HEAD, 'dirty': tracked files changed} of the checkout measured (None outside git)."""
+    """{'commit': short HEAD, 'dirty': tracked files changed} of the checkout measured (None outside git).
+
+    ``TRACE_LAB_COMMIT`` (set by whoever copies the working tree to a GPU machine, whose copy of .git
+    may be stale) overrides it: the commit the copied tree was made from, with 'dirty' meaning
+    uncommitted changes travelled with it (``TRACE_LAB_DIRTY=1``)."""
     import subprocess
+
+    if os.environ.get("TRACE_LAB_COMMIT"):
+        return {"commit": os.environ["TRACE_LAB_COMMIT"], "dirty": os.environ.get("TRACE_LAB_DIRTY") == "1"}
 
     root = root or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
