@@ -43,7 +43,7 @@ def _device_of(fn, args) -> torch.device:
     return torch.device("cpu")
 
 
-def inspect(fn, *args, fusion: str = "none", executor: str = "auto", fusion_cache: bool = True,
+def inspect(fn, *args, fusion: str = "auto", executor: str = "auto", fusion_cache: bool = True,
             sort_waits: bool = True, fsdp: str | None = None, runs: int = 5, backward: bool | None = None,
             loss=None, name: str | None = None, check: bool = True, measure_memory: bool = True,
             progress=None, measure_comm: bool | None = None, kwargs: dict | None = None, **extra):

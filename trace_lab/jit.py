@@ -16,7 +16,7 @@ are not disturbed by it; see :mod:`trace_lab.measure`.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import torch
 
@@ -27,9 +27,14 @@ from .executors import get_executor, resolve_executor
 from .passes import PassContext, run_pipeline
 from .trace import Trace
 
-__all__ = ["Options", "JitFunction", "jit", "last_traces", "last_backward_traces", "FUSION_STRATEGIES"]
+__all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES"]
 
-FUSION_STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+FUSION_STRATEGIES = ("auto", "none", "dataflow", "horizontal", "memory")
+# fusion="auto" (the default): what runs no slower than eager PyTorch on each device, measured on an
+# H100 (benchmarks/BENCHMARKS.md): on CUDA, unfused programs are host-bound (one launch per decomposed
+# op: 1.6x eager's step for an 8-layer llama) and dataflow regions are not (1.0x with nvFuser, 0.8x with
+# Inductor); on CPU, fusing means compiling C++ per region, so the default stays unfused there.
+AUTO_FUSION = {"cuda": "dataflow"}
 # options read by passes from Options.extra (and only these: a misspelt one is an error, not ignored)
 EXTRA_OPTIONS = {
     "max_region_ops": "cap on the ops of one horizontal region (passes/fusion.py)",
@@ -42,7 +47,7 @@ EXECUTOR_CHOICES = ("auto", "eager", "inductor", "nvfuser")
 class Options:
     """Compiler options; every field is a pass or executor switch the lab can toggle."""
 
-    fusion: str = "none"
+    fusion: str = "auto"
     executor: str = "auto"
     fusion_cache: bool = True
     sort_waits: bool = True
@@ -162,18 +167,22 @@ class JitFunction:
             owned = owned_backward_inputs(program.forward.gm, part.gm)
         trace = Trace(part.gm, part.kind, "as captured", names, owned_inputs=owned)
         exec_name, reason = resolve_executor(self.options.executor, trace.device)
-        if reason not in self.executor_reasons:
-            self.executor_reasons.append(reason)
+        fusion, fusion_reason = resolve_fusion(self.options.fusion, trace.device)
+        for why in (reason, fusion_reason):
+            if why not in self.executor_reasons:
+                self.executor_reasons.append(why)
         executor = self._executor(exec_name)
+        options = replace(self.options, fusion=fusion)
+
         def plan(keep_unfused=frozenset()):
-            stages = run_pipeline(trace, PassContext(self.options, executor, keep_unfused))
+            stages = run_pipeline(trace, PassContext(options, executor, keep_unfused))
             for stage in stages:  # so printed liveness matches how this executor runs regions
                 stage.info["materialized_regions"] = executor.materializes_regions
             return stages
 
         part.traces = plan()
         compiled = executor.compile(part.traces[-1])
-        if self.options.fusion == "memory" and not executor.materializes_regions:
+        if fusion == "memory" and not executor.materializes_regions:
             from .memory_guard import keep_promise
 
             compiled = keep_promise(part, executor, compiled, plan)
@@ -208,6 +217,16 @@ class JitFunction:
         run = torch._dynamo.disable(run)
         run._boxed_call = True
         return run
+
+
+def resolve_fusion(name: str, device: torch.device) -> tuple[str, str]:
+    """(strategy, one-line reason) for a requested fusion strategy on a device (see AUTO_FUSION)."""
+    if name != "auto":
+        return name, f"requested fusion={name}"
+    chosen = AUTO_FUSION.get(device.type, "none")
+    why = ("unfused programs are host-bound on a GPU" if chosen != "none"
+           else "fusing on CPU compiles C++ per region")
+    return chosen, f"fusion auto: {chosen} on {device.type} ({why})"
 
 
 def _graphed_run(options: Options, trace: Trace, compiled):
@@ -250,7 +269,7 @@ def _raise_recompile_limits() -> None:
             setattr(cfg, attr, value)
 
 
-def jit(fn=None, *, fusion: str = "none", executor: str = "auto", fusion_cache: bool = True,
+def jit(fn=None, *, fusion: str = "auto", executor: str = "auto", fusion_cache: bool = True,
         sort_waits: bool = True, fsdp: str | None = None, cuda_graphs: bool = False, **extra) -> JitFunction:
     """Compile ``fn`` (a function or ``nn.Module``) with trace_lab; see :class:`Options`.
 

@@ -88,10 +88,11 @@ class ThunderTraceMagics(Magics):
         self.session = kernel_session()
 
     @magic_arguments()
-    @argument("--fusion", choices=FUSION_STRATEGIES, default="none",
+    @argument("--fusion", choices=FUSION_STRATEGIES, default="auto",
               help="fusion strategy: none (one kernel per op), dataflow (producer/consumer chains), "
                    "horizontal (Thunder's greedy grouping; raises peak memory), memory (fuse only where the "
-                   "predicted peak does not rise). Default: none.")
+                   "predicted peak does not rise), auto (dataflow on CUDA, none on CPU: the choice that is "
+                   "not slower than eager PyTorch). Default: auto.")
     @argument("--executor", choices=EXECUTOR_CHOICES, default=None,
               help="how fused regions run: auto (nvFuser on CUDA when importable, else Inductor), nvfuser, "
                    "inductor, eager (op by op, fast to compile). Default: auto, or $TRACE_LAB_EXECUTOR if set.")

@@ -39,7 +39,7 @@ def default_executor() -> str:
 
 @dataclass(frozen=True)
 class RunOptions:
-    fusion: str = "none"
+    fusion: str = "auto"
     executor: str = "auto"
     fusion_cache: bool = True
     sort_waits: bool = True
