@@ -25,7 +25,7 @@ from .capture import CaptureSession, Program, ProgramPart
 from .errors import TraceLabError, dynamo_break_counts, dynamo_breaks_since, explain_compile_error, nothing_captured
 from .executors import get_executor, resolve_executor
 from .passes import PassContext, run_pipeline
-from .trace import Trace
+from .trace import Trace, node_device
 
 __all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES"]
 
@@ -158,6 +158,17 @@ class JitFunction:
         return self._executors[name]
 
     def _compile_part(self, program: Program, part: ProgramPart):
+        # A backward compiles lazily, inside a measuring() block's profiler session. Compiling Inductor
+        # regions under the profiler can crash its stop(), so that session ends first: the figures of
+        # the runs before are final, and the runs of this call that follow say they were not measured
+        # (autograd keeps the ended session for the rest of the backward; a later call measures).
+        windows = self._cpu_windows
+        if windows is not None and self.options.fusion != "none" and \
+                resolve_executor(self.options.executor, node_device(part.gm))[0] == "inductor":
+            windows.interrupt("this call compiled Inductor regions inside the measurement; measure a later call")
+        return self._compile_part_unmeasured(program, part)
+
+    def _compile_part_unmeasured(self, program: Program, part: ProgramPart):
         names = part.input_names
         owned = {}
         if part.kind == "backward" and program.forward is not None and program.forward.traces:

@@ -84,6 +84,11 @@ class CpuMemoryWindows:
         self._failed: str | None = None
         self._pending: list = []
 
+    def interrupt(self, why: str) -> None:
+        """End the session now (figures so far are final); runs until the block ends are not measured."""
+        self.close()
+        self._failed = f"not measured: {why}"
+
     def start(self) -> None:
         """Start the session now (before making inputs that the measured program will free)."""
         if self._prof is None and self._failed is None:
