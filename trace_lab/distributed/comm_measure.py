@@ -6,8 +6,8 @@ waiting, not transfer, and the "communication" lane can exceed the step. The
 figures here do not count spinning:
 
 * **stall per wait** (exposed communication): while a :class:`WaitStallRecorder`
-  is active, the eager interpreter's wait hook
-  (:func:`trace_lab.executors.eager.set_wait_hook`) brackets every
+  is active, the runtime's wait hook
+  (:func:`trace_lab.runtime.wait_hook.set_wait_hook`) brackets every
   ``wait_tensor`` it runs. CUDA: an event on the current stream right before
   and right after the wait; the stream reaches the first when its earlier
   compute is done and the second when the collective is done as well, so the
@@ -79,7 +79,7 @@ class _Timer:
 
 
 class WaitStallRecorder:
-    """Context manager: record every wait the eager interpreter runs (see the module docstring)."""
+    """Context manager: record every wait a program runs (see the module docstring)."""
 
     def __init__(self, device, label=None):
         self.device = torch.device(device)
@@ -91,7 +91,7 @@ class WaitStallRecorder:
         self._open: dict[int, object] = {}
         self._old = None
 
-    # -- the hook the interpreter calls --------------------------------------------------------
+    # -- the hook the runtime calls --------------------------------------------------------
     def enter(self, trace):
         self._open[id(trace)] = self.timer.mark()
 
@@ -108,13 +108,13 @@ class WaitStallRecorder:
 
     # -- use ------------------------------------------------------------------------------
     def __enter__(self):
-        from ..executors.eager import set_wait_hook
+        from ..runtime.wait_hook import set_wait_hook
 
         self._old = set_wait_hook(self)
         return self
 
     def __exit__(self, *exc):
-        from ..executors.eager import set_wait_hook
+        from ..runtime.wait_hook import set_wait_hook
 
         set_wait_hook(self._old)
         return False
