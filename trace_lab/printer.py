@@ -25,7 +25,7 @@ import torch
 import torch.fx as fx
 
 from .analysis.op_scratch import lower_bound_note
-from .trace import is_getitem, tensor_values
+from .fx_util import is_getitem, tensor_values
 
 __all__ = ["format_trace", "format_bytes", "type_comment", "source_line", "exec_namespace", "target_name"]
 

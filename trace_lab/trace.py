@@ -14,37 +14,14 @@ eager executor and the liveness model treat them the same way.
 """
 from __future__ import annotations
 
-import operator
 from functools import cached_property
 
 import torch
 import torch.fx as fx
 
-__all__ = ["Trace", "is_getitem", "tensor_values", "node_device"]
+from .fx_util import is_getitem, node_device, tensor_values
 
-
-def is_getitem(node: fx.Node) -> bool:
-    return node.op == "call_function" and node.target is operator.getitem
-
-
-def tensor_values(val) -> list:
-    """Flatten a node's meta value into its tensors (None for non-tensor slots)."""
-    if isinstance(val, torch.Tensor):
-        return [val]
-    if isinstance(val, (list, tuple)):
-        out = []
-        for v in val:
-            out.extend(tensor_values(v) if isinstance(v, (list, tuple)) else [v if isinstance(v, torch.Tensor) else None])
-        return out
-    return []
-
-
-def node_device(gm: fx.GraphModule) -> torch.device:
-    for n in gm.graph.nodes:
-        for v in tensor_values(n.meta.get("val")):
-            if v is not None:
-                return v.device
-    return torch.device("cpu")
+__all__ = ["Trace", "is_getitem", "tensor_values", "node_device"]  # the helpers live in fx_util
 
 
 class Trace:

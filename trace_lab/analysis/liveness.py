@@ -46,12 +46,12 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
-from ..trace import is_getitem, tensor_values
+from ..fx_util import is_getitem, node_device, tensor_values
+from .storage import CUDA_ROUNDING, round_up as _round_up, tensor_bytes
 
 __all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "alias_sources", "CUDA_ROUNDING",
            "region_workspace", "workspace_key", "output_buffer_bytes", "region_output_bytes"]
 
-CUDA_ROUNDING = 512
 ALIASING_WITHOUT_SCHEMA = {"_unsafe_view", "wait_tensor"}  # wait_tensor returns its argument
 
 
@@ -103,16 +103,6 @@ class Liveness:
                 for ln in self.lines
             ],
         }
-
-
-def tensor_bytes(t: torch.Tensor, rounding: int = 1) -> int:
-    try:
-        n = t.untyped_storage().nbytes()
-    except Exception:  # noqa: BLE001 - some fake/sparse tensors have no storage
-        n = t.numel() * t.element_size()
-    if rounding > 1 and n > 0:
-        n = (n + rounding - 1) // rounding * rounding
-    return n
 
 
 def _aliased_arg_index(node: fx.Node) -> list[int | None]:
@@ -198,10 +188,6 @@ def region_output_bytes(node: fx.Node, rounding: int = 1) -> int:
                if t is not None and src is None)
 
 
-def _round_up(n: int, rounding: int) -> int:
-    return (n + rounding - 1) // rounding * rounding if rounding > 1 and n > 0 else n
-
-
 def region_workspace(node: fx.Node, rounding: int = 1) -> int:
     """Scratch bytes a compiled region allocates and frees inside its call (0 if not measured)."""
     if node.op != "call_module":
@@ -227,12 +213,25 @@ def workspace_key(trace) -> tuple:
     return tuple(key)
 
 
+class _RegionView:
+    """What :func:`compute_liveness` reads of a Trace, for a region's own GraphModule (only its
+    peak is used, so values keep their fx names; no import of :mod:`trace_lab.trace` here)."""
+
+    owned_inputs: dict = {}
+
+    def __init__(self, gm: fx.GraphModule):
+        self.gm = gm
+        self.device = node_device(gm)
+
+    @staticmethod
+    def name(node: fx.Node) -> str:
+        return node.name
+
+
 def _region_inner_peak(node: fx.Node, rounding: int, allocated: int) -> int:
     """Extra bytes a fused region holds while it runs op by op (eager executor)."""
     sub = node.graph.owning_module.get_submodule(node.target)
-    from ..trace import Trace
-
-    inner = compute_liveness(Trace(sub, "region"), materialized_regions=True, rounding=rounding)
+    inner = compute_liveness(_RegionView(sub), materialized_regions=True, rounding=rounding)
     return max(0, inner.peak_above_inputs_bytes - allocated)
 
 

@@ -7,7 +7,7 @@ anti-aliased upsampling keeps weight tables, LAPACK routines take a workspace. T
 liveness model sees only the op's inputs and outputs, so without this a Conv2d + BatchNorm
 backward measures 20x its prediction.
 
-Design (the same as compiled regions' workspace, :mod:`trace_lab.executors.workspace`):
+Design (the same as compiled regions' workspace, :mod:`trace_lab.analysis.call_memory`):
 
 * Which ops: :data:`SCRATCH_OPS`, a table of aten overload packets known to allocate
   scratch (one place to extend; an op outside it is assumed to allocate only its outputs).
@@ -16,7 +16,7 @@ Design (the same as compiled regions' workspace, :mod:`trace_lab.executors.works
   the op's line only: ``high_water = live + allocated + scratch``, gone when the op returns.
 * How: once per *signature* - the op overload, every tensor argument's shape, stride,
   storage offset, dtype and device, and every non-tensor argument - the op runs on real
-  inputs built from the recorded meta (:func:`trace_lab.executors.workspace.example_tensor`,
+  inputs built from the recorded meta (:func:`trace_lab.analysis.call_memory.example_tensor`,
   uninitialised: no random generator is touched), once to warm up (lazy initialisation,
   oneDNN primitive creation), once measured with :func:`trace_lab.measure.measure_peak`
   (CPU profiler allocator events, CUDA ``max_memory_allocated``). Figures are kept in a
@@ -39,7 +39,8 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from .liveness import CUDA_ROUNDING
+from .call_memory import measure_workspace
+from .storage import CUDA_ROUNDING
 
 __all__ = ["SCRATCH_OPS", "has_scratch", "op_signature", "op_scratch_bytes", "record_op_scratch",
            "scratch_unknown", "scratch_key", "lower_bound_note", "clear_cache"]
@@ -115,8 +116,6 @@ def _profiler_active() -> bool:
 
 def _measure(node: fx.Node, rounding: int) -> tuple[int | None, str]:
     """(scratch bytes or None, how / why not) of one call of ``node``'s op on placeholder inputs."""
-    from ..executors.workspace import measure_workspace
-
     vals, spec = _vals(node)
     positions = [i for i, v in enumerate(vals) if isinstance(v, torch.Tensor)]
     devices = {vals[i].device.type for i in positions}

@@ -1,0 +1,105 @@
+"""Measuring one call's memory on placeholder inputs: the workspace a compiled region or a
+plain op allocates and frees inside its call, and how its outputs sit in memory.
+
+:func:`example_tensor` builds a real tensor of a recorded layout; :func:`measure_workspace`
+runs a callable on such inputs once to warm up and once measured (``measure.measure_peak``)
+and returns workspace = peak above entry - bytes of the fresh outputs, rounded as the
+liveness model rounds, plus the outputs' layout (:func:`output_layout`). The executors use
+it for compiled regions (:mod:`trace_lab.executors.workspace` records the result on the
+region node) and :mod:`.op_scratch` for plain ops; it lives here, below both, so that the
+analysis layer does not import the executors.
+"""
+from __future__ import annotations
+
+import torch
+
+from .storage import tensor_bytes
+
+__all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "output_layout", "measure_workspace"]
+
+
+def example_tensor(val, zeros: bool = True):
+    """A real tensor with the recorded size, stride, storage offset, dtype and device
+    (zero-filled, or uninitialised floats when ``zeros`` is False: integers and bools
+    are always zeros, so indices stay in range)."""
+    if not isinstance(val, torch.Tensor):
+        return val
+    offset = int(val.storage_offset())
+    extent = 1 + sum((int(s) - 1) * int(st) for s, st in zip(val.shape, val.stride()) if int(s) > 0)
+    if any(int(s) == 0 for s in val.shape):
+        extent = 0
+    make = torch.zeros if zeros or not (val.dtype.is_floating_point or val.dtype.is_complex) else torch.empty
+    base = make(offset + extent, dtype=val.dtype, device=val.device)
+    return base.as_strided(tuple(val.shape), tuple(val.stride()), offset)
+
+
+def workspace_bytes(peak_above_entry: int, output_bytes: int, rounding: int = 1) -> int:
+    """Scratch bytes of one call: the call's peak above what was allocated before it, less the
+    buffers it returns; never negative, rounded up to the allocator's block size."""
+    n = max(0, int(peak_above_entry) - int(output_bytes))
+    return (n + rounding - 1) // rounding * rounding if rounding > 1 and n > 0 else n
+
+
+def fresh_output_bytes(outputs, inputs, rounding: int = 1) -> int:
+    """Bytes of the storages a call returned that it allocated: each storage once, none that
+    belongs to an input (a returned view of an input allocates nothing)."""
+    def key(t):
+        return t.untyped_storage().data_ptr()
+
+    seen = {key(t) for t in inputs if isinstance(t, torch.Tensor)}
+    total = 0
+    for t in outputs:
+        if isinstance(t, torch.Tensor) and key(t) not in seen:
+            seen.add(key(t))
+            total += tensor_bytes(t, rounding)
+    return total
+
+
+def output_layout(outputs, inputs) -> tuple[list, list]:
+    """How a call's outputs sit in memory: per output, its alias (None for a fresh storage,
+    ``("input", j)`` for a view of input j, ``("output", k)`` for the storage of earlier
+    output k) and the unrounded bytes of its storage where fresh (None otherwise);
+    non-tensor outputs count as fresh with 0 bytes."""
+    owner: dict[int, tuple] = {}
+    for j, t in enumerate(inputs):
+        if isinstance(t, torch.Tensor):
+            owner.setdefault(t.untyped_storage().data_ptr(), ("input", j))
+    aliases, storage_bytes = [], []
+    for k, t in enumerate(outputs):
+        if not isinstance(t, torch.Tensor):
+            aliases.append(None)
+            storage_bytes.append(0)
+            continue
+        key = t.untyped_storage().data_ptr()
+        if key in owner and key != 0:
+            aliases.append(owner[key])
+            storage_bytes.append(None)
+        else:
+            if key != 0:
+                owner[key] = ("output", k)
+            aliases.append(None)
+            storage_bytes.append(int(t.untyped_storage().nbytes()))
+    return aliases, storage_bytes
+
+
+def measure_workspace(fn, input_vals, rounding: int) -> tuple:
+    """(workspace bytes, bytes of fresh outputs, output layout) of calling a compiled region on
+    placeholder inputs of the recorded layouts; the layout is :func:`output_layout`'s pair.
+    The figures are None when the call cannot be measured here (the layout is still given)."""
+    from torch._guards import tracing
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from ..measure import measure_peak
+
+    with unset_fake_temporarily(), tracing(None), torch.no_grad():
+        args = [example_tensor(v, zeros=False) for v in input_vals]
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        warm = fn(*args)  # warm-up: lazy initialisation, autotuning, first-call allocations
+        del warm
+        outs, peak, _method = measure_peak(lambda boxed: fn(*boxed), args, device)
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        layout = output_layout(outs, args)
+        if peak is None:
+            return None, None, layout
+        out_bytes = fresh_output_bytes(outs, args, rounding)
+        return workspace_bytes(peak, out_bytes, rounding), out_bytes, layout

@@ -1,0 +1,28 @@
+"""Allocator arithmetic shared by the memory model and the measurements: the CUDA
+caching allocator's block size and the bytes a tensor's storage takes.
+
+Kept below :mod:`.liveness`, :mod:`.op_scratch` and :mod:`.call_memory` so that each can
+price bytes the same way without importing the others; :mod:`.liveness` re-exports
+``CUDA_ROUNDING`` and ``tensor_bytes``.
+"""
+from __future__ import annotations
+
+import torch
+
+__all__ = ["CUDA_ROUNDING", "tensor_bytes", "round_up"]
+
+CUDA_ROUNDING = 512
+
+
+def round_up(n: int, rounding: int) -> int:
+    return (n + rounding - 1) // rounding * rounding if rounding > 1 and n > 0 else n
+
+
+def tensor_bytes(t: torch.Tensor, rounding: int = 1) -> int:
+    try:
+        n = t.untyped_storage().nbytes()
+    except Exception:  # noqa: BLE001 - some fake/sparse tensors have no storage
+        n = t.numel() * t.element_size()
+    if rounding > 1 and n > 0:
+        n = (n + rounding - 1) // rounding * rounding
+    return n
