@@ -93,8 +93,9 @@ class JitFunction:
     """A function compiled by trace_lab; call it like the original."""
 
     def __init__(self, fn, options: Options):
-        self.fn = fn
         self.options = options.validate()
+        self.fn = fn = _fsdp_prepare(fn, self.options)
+        self._fsdp_unchecked = bool(self.options.fsdp)  # until a call shows sharded parameters reached programs
         self.session = CaptureSession(self._compile_part, prepare_joint=_joint_preparer(self.options))
         self._executors: dict[str, object] = {}
         self.executor_reasons: list[str] = []
@@ -115,7 +116,10 @@ class JitFunction:
         self.parts_run_in_last_call = 0
         breaks = None if self.programs else dynamo_break_counts()  # why nothing is captured (last_traces)
         try:
-            return self._compiled(*args, **kwargs)
+            out = self._compiled(*args, **kwargs)
+            if self._fsdp_unchecked:
+                _fsdp_check_reached(self)
+            return out
         except TraceLabError:
             raise
         except Exception as e:  # noqa: BLE001 - translated into a specific message, cause kept
@@ -259,6 +263,23 @@ def _graphed_run(options: Options, trace: Trace, compiled):
 
     compiled.graphs = GraphedRun(compiled.run, written_inputs(trace))
     return compiled.graphs
+
+
+def _fsdp_prepare(fn, options: Options):
+    """``fsdp=``: an unsharded nn.Module is sharded in place, as torch's ``fully_shard`` does, or a
+    TraceLabError says what is missing (trace_lab.distributed.sharding.shard_for_jit)."""
+    if not options.fsdp:
+        return fn
+    from .distributed.sharding import shard_for_jit
+
+    return shard_for_jit(fn, options.fsdp)
+
+
+def _fsdp_check_reached(jfn: "JitFunction") -> None:
+    """After a call: no sharded parameter in any compiled forward is an error, not a silent unsharded run."""
+    from .distributed.sharding import check_fsdp_reached
+
+    jfn._fsdp_unchecked = not check_fsdp_reached(jfn)
 
 
 def _joint_preparer(options: Options):

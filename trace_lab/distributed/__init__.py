@@ -3,8 +3,8 @@
     import trace_lab.distributed as tld
     run = tld.run_distributed(worker, nproc=2)     # gloo on CPU, NCCL on GPUs
     # inside a worker:
-    model = tld.shard_module(model)                 # flat padded 1-D shards
-    jfn = trace_lab.jit(model, fsdp="zero3")        # collectives in the trace
+    jfn = trace_lab.jit(model, fsdp="zero3")        # shards model in place (shard_module: flat padded
+                                                    # 1-D shards), collectives in the trace
 
 See :mod:`.sharding` and :mod:`.launcher`; the passes are
 :mod:`trace_lab.passes.fsdp` and :mod:`trace_lab.passes.sort_waits`.

@@ -33,7 +33,7 @@ import torch.nn.utils.parametrize as parametrize
 from ..errors import TraceLabError
 
 __all__ = ["shard_module", "shard_of", "Unshard", "sharded_parameters", "gather_full_parameters",
-           "group_name_of", "UNSHARD", "REDUCE_GRAD"]
+           "group_name_of", "shard_for_jit", "check_fsdp_reached", "UNSHARD", "REDUCE_GRAD"]
 
 
 def group_name_of(group=None) -> str:
@@ -120,7 +120,8 @@ class Unshard(nn.Module):
 
 
 def shard_module(module: nn.Module, group=None) -> nn.Module:
-    """Shard every parameter of ``module`` across ``group`` (default: WORLD), in place; returns it.
+    """Shard every parameter of ``module`` across ``group`` (default: WORLD), in place (as torch's
+    ``fully_shard`` does); returns it. ``trace_lab.jit(module, fsdp=...)`` calls it (:func:`shard_for_jit`).
 
     Every rank must call this with an identical module (same seed / same state):
     each keeps only its shard. Tied (shared) parameters are refused.
@@ -128,8 +129,12 @@ def shard_module(module: nn.Module, group=None) -> nn.Module:
     name = group_name_of(group)
     pg = group or dist.group.WORLD
     world, rank = dist.get_world_size(pg), dist.get_rank(pg)
+    if sharded_parameters(module):
+        raise TraceLabError("shard_module: the module is already sharded (shard_module was called on it, or on one of "
+                            "its submodules, before); shard it once, from the root module")
     if any(parametrize.is_parametrized(m) for m in module.modules()):
-        raise TraceLabError("shard_module: the module already has parametrizations (sharded twice?)")
+        raise TraceLabError("shard_module: the module has parametrizations (e.g. weight_norm); sharding a "
+                            "parametrized parameter is not supported")
     seen: dict[int, str] = {}
     for mod_name, mod in list(module.named_modules()):
         for pname, p in list(mod._parameters.items()):
@@ -150,8 +155,9 @@ def _sharded_slots(module: nn.Module):
     """(original parameter name, owning module, parameter name) for every sharded parameter."""
     for mod_name, mod in module.named_modules():
         if parametrize.is_parametrized(mod):
-            for pname in mod.parametrizations:
-                yield (f"{mod_name}.{pname}" if mod_name else pname), mod, pname
+            for pname, plist in mod.parametrizations.items():
+                if any(isinstance(p, Unshard) for p in plist):
+                    yield (f"{mod_name}.{pname}" if mod_name else pname), mod, pname
 
 
 def sharded_parameters(module: nn.Module) -> dict[str, nn.Parameter]:
@@ -163,3 +169,60 @@ def gather_full_parameters(module: nn.Module) -> dict[str, torch.Tensor]:
     """{original name: full tensor}, all-gathered (collective: every rank must call it)."""
     with torch.no_grad():
         return {full: getattr(mod, pname).detach().clone() for full, mod, pname in _sharded_slots(module)}
+
+
+# -- fsdp= on trace_lab.jit ---------------------------------------------------------------------
+def _no_group_message(mode: str) -> str:
+    return (f"fsdp={mode!r} shards parameters across a process group, and torch.distributed is not initialised: "
+            "call torch.distributed.init_process_group(...) in every rank (or run inside "
+            "trace_lab.distributed.run_distributed) before trace_lab.jit, or leave fsdp unset for a single-process "
+            "run")
+
+
+def shard_for_jit(fn, mode: str):
+    """What ``trace_lab.jit(fn, fsdp=mode)`` does before compiling; returns ``fn``.
+
+    As ``torch.distributed.fsdp.fully_shard(model)`` does, an ``nn.Module`` is sharded in
+    place over the default (WORLD) process group by :func:`shard_module`, unless it already
+    was; every rank must pass an identical module (same seed / state), and an optimizer
+    must be built on ``model.parameters()`` after this call (they are then the shards).
+    A function is compiled as given: it may read modules sharded with :func:`shard_module`
+    (the notebook's ``--fsdp`` cells do); :func:`check_fsdp_reached` then checks, after a
+    call, that sharded parameters reached its programs. No process group, a module without
+    parameters or a module sharded only in part: :class:`TraceLabError` saying what to call.
+    """
+    if not dist.is_available() or not dist.is_initialized():
+        raise TraceLabError(_no_group_message(mode))
+    if not isinstance(fn, nn.Module):
+        return fn
+    shards = {id(p) for p in sharded_parameters(fn).values()}
+    plain = [n for n, p in fn.named_parameters() if id(p) not in shards]
+    if not shards and not plain:
+        raise TraceLabError(f"fsdp={mode!r}: {type(fn).__name__} has no parameters, so there is nothing to shard; "
+                            "leave fsdp unset")
+    if not shards:
+        return shard_module(fn)
+    if plain:
+        more = f" and {len(plain) - 3} more" if len(plain) > 3 else ""
+        raise TraceLabError(f"fsdp={mode!r}: {type(fn).__name__} is sharded only in part ({', '.join(plain[:3])}{more} "
+                            "not sharded): trace_lab.distributed.shard_module shards every parameter of the module "
+                            "it is given, so call it once on the root module, or pass the unsharded module to "
+                            "trace_lab.jit, which shards it")
+    return fn
+
+
+def check_fsdp_reached(jfn) -> bool:
+    """After a call of ``trace_lab.jit(fn, fsdp=...)``: raise :class:`TraceLabError` when its compiled
+    forward programs read no sharded parameter (the run was not sharded at all); False while no
+    forward program has been compiled yet (nothing to judge), True once one has and they do."""
+    parts = [part for p in jfn.programs for part in p.parts if part.kind != "backward" and part.traces]
+    if not parts:
+        return False
+    if any(t.info.get("fsdp", {}).get("all_gathers") for part in parts for t in part.traces):
+        return True
+    mode = jfn.options.fsdp
+    raise TraceLabError(
+        f"fsdp={mode!r}: no sharded parameter reached the programs of {getattr(jfn.fn, '__name__', 'fn')!r}, so this "
+        "run was not sharded. Pass the nn.Module itself to trace_lab.jit(model, fsdp=...) (it is sharded in place, "
+        "as torch's fully_shard does), or shard the modules the function uses with "
+        "trace_lab.distributed.shard_module(model) before calling it")

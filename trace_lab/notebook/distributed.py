@@ -4,12 +4,17 @@ Design. The parent builds the cell function and reads its inputs exactly as for 
 local run, then :func:`trace_lab.distributed.run_distributed` forks N CPU workers
 (gloo; fork shares the function, the notebook namespace it reads and the inputs,
 so nothing is pickled on the way in). :func:`run_cell_rank` runs in each rank: with
-``--fsdp`` it shards every ``nn.Module`` among the cell's inputs
-(:func:`~trace_lab.distributed.shard_module`; an optimizer among the inputs is moved
-onto the shards), then :func:`~trace_lab.notebook.runner.inspect_cell` compiles and
+``--fsdp`` it shards every ``nn.Module`` with parameters among the cell's inputs in
+place, as ``trace_lab.jit(model, fsdp=...)`` does with the module it is given
+(:func:`~trace_lab.distributed.sharding.shard_for_jit`; an optimizer among the inputs is
+moved onto the shards), then :func:`~trace_lab.notebook.runner.inspect_cell` compiles and
 runs the cell with the run's options. Every rank runs the whole cell on the same
 inputs: without ``--fsdp`` that is N replicas (no data parallelism); with it, the
 parameters are sharded and gathered, so each rank computes the single-process loss.
+The cell itself is a function, so jit checks after its first call that sharded
+parameters reached its programs: a cell that reaches its model only through an object
+that is not an input module (``wrapper.model(x)``) fails with a TraceLabError instead of
+running unsharded.
 Only plain data comes back: per rank its timings, its differential check and the
 numbers the cell bound; rank 0 adds ``Report.to_dict()`` + timeline and its traces as
 stored text (:mod:`trace_lab.report.stored`). The parent turns that into a
@@ -37,15 +42,20 @@ class DistributedCellError(TraceLabError):
     """The cell (or trace_lab) failed in one of the worker processes."""
 
 
-def _shard_inputs(args) -> None:
-    """Shard every nn.Module among ``args`` in place; re-point optimizers at the shards."""
-    from ..distributed import shard_module, sharded_parameters
+def _shard_inputs(args, mode: str) -> None:
+    """Shard every nn.Module with parameters among ``args`` in place, as ``trace_lab.jit(model, fsdp=mode)``
+    does (:func:`~trace_lab.distributed.sharding.shard_for_jit`; a submodule of another input goes with it);
+    re-point optimizers at the shards."""
+    from ..distributed.sharding import shard_for_jit, sharded_parameters
 
-    modules = [a for a in args if isinstance(a, torch.nn.Module)]
+    modules = [a for a in args if isinstance(a, torch.nn.Module) and next(a.parameters(), None) is not None]
+    # a module that is part of another input (`model` and `model.fc1`) is sharded with it
+    inner = {id(s) for m in modules for s in m.modules() if s is not m}
+    modules = [m for m in modules if id(m) not in inner]
     moved: dict[int, torch.nn.Parameter] = {}
     for m in modules:
         before = dict(m.named_parameters())
-        shard_module(m)
+        shard_for_jit(m, mode)
         for name, shard in sharded_parameters(m).items():
             if name in before:
                 moved[id(before[name])] = shard
@@ -83,7 +93,7 @@ def run_cell_rank(fn, args, options: dict, label: str) -> dict:
     opts = RunOptions(**options)
     started = time.perf_counter()
     if opts.fsdp:
-        _shard_inputs(args)
+        _shard_inputs(args, opts.fsdp)
     report, bound = inspect_cell(fn, args, opts, label)
     summary = {"rank": ctx.rank, "wall_seconds": time.perf_counter() - started, **report_timings(report),
                "ok": None if report.comparison is None else report.ok,
