@@ -62,6 +62,11 @@ def inspect(fn, *args, fusion: str = "auto", executor: str = "auto", fusion_cach
     from .report import Report
 
     extra, fn_kwargs = _split_keywords(fn, extra, kwargs)
+    if fsdp in ("zero2", "zero3") and not isinstance(fn, JitFunction):
+        # shard a plain module now, as jit would: the eager reference below is then the sharded module's run
+        from .distributed.sharding import shard_for_jit
+
+        fn = shard_for_jit(fn, fsdp)
     say = progress or (lambda msg: None)
     loss_fn = loss or default_loss
     all_args = args + tuple(fn_kwargs.values())  # what the reference copies and the comparison walks
