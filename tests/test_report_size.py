@@ -21,7 +21,7 @@ import pytest
 import torch
 
 import trace_lab
-from trace_lab.report import render
+from trace_lab.report import dot_render, render
 from trace_lab.report.html import (LAZY_LINES, TRACE_JS, code_html, part_data, part_traces, report_html,
                                    stage_field, stage_lines, standalone_page, unpack)
 
@@ -72,7 +72,7 @@ def test_big_program_output_is_under_1mb(big):
 
 def test_big_program_output_without_dot_carries_the_renderer_once(big, monkeypatch):
     rep, page = big
-    monkeypatch.setattr(render, "dot_available", lambda: False)
+    monkeypatch.setattr(dot_render, "dot_available", lambda: False)  # the renderer proper (render re-exports it)
     from trace_lab.report.html import graphs_html
 
     graph = graphs_html(rep)

@@ -6,66 +6,64 @@ final Trace (:meth:`Executor.compile`, returning a :class:`CompiledProgram`).
 ``materializes_regions`` tells the liveness model whether a fused region's inner
 values touch memory under this executor (True for the op-by-op eager executor).
 
-Executors register themselves by name in :data:`EXECUTORS`; ``executor="auto"``
-is resolved by :func:`resolve_executor`, which says why it chose what it chose.
+Executors register themselves by name in :data:`EXECUTORS` (both defined in
+:mod:`.interface`, which the executor modules import); this module loads them
+(:func:`get_executor`) and resolves ``executor="auto"`` (:func:`resolve_executor`,
+which says why it chose what it chose).
+
+Loading does not hide errors: an executor module that fails to import because an
+optional third-party package (:data:`OPTIONAL_PACKAGES`) is missing is recorded in
+:data:`UNAVAILABLE` with the reason, and asking for it raises
+:class:`~trace_lab.errors.MissingDependencyError` saying so; any other ImportError
+(a bug in the package's own modules) propagates as it is.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable
-
 import torch
-import torch.fx as fx
 
-__all__ = ["Executor", "CompiledProgram", "EXECUTORS", "register", "get_executor", "resolve_executor"]
+from ..errors import MissingDependencyError
+from .interface import EXECUTORS, CompiledProgram, Executor, register
 
+__all__ = ["Executor", "CompiledProgram", "EXECUTORS", "register", "get_executor", "resolve_executor",
+           "UNAVAILABLE", "OPTIONAL_PACKAGES"]
 
-@dataclass
-class CompiledProgram:
-    """A runnable program plus what compiling it cost."""
-
-    run: Callable[[list], tuple]  # boxed call: list of inputs -> tuple of outputs
-    executor: str
-    compile_seconds: float = 0.0
-    regions: list[dict] = field(default_factory=list)  # per fused region: name, signature, cache hit, seconds
-    notes: list[str] = field(default_factory=list)
-    source: str = ""  # the generated Python that runs the program (trace_lab.runtime.codegen)
+# third-party packages an executor module may import that trace_lab does not require
+OPTIONAL_PACKAGES = frozenset({"nvfuser_direct", "nvfuser", "triton"})
+# executor name -> why its module could not be imported here (a missing optional package)
+UNAVAILABLE: dict[str, str] = {}
 
 
-class Executor:
-    name = "base"
-    materializes_regions = False
-
-    def can_fuse(self, node: fx.Node) -> bool:  # pragma: no cover - interface
-        return False
-
-    def compile(self, trace) -> CompiledProgram:  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-EXECUTORS: dict[str, Callable[..., Executor]] = {}
+def _optional_missing(name: str, error: ImportError) -> None:
+    """Record executor ``name`` as unavailable when ``error`` is a missing optional package;
+    re-raise it otherwise."""
+    missing = getattr(error, "name", None) or ""
+    if missing.split(".")[0] not in OPTIONAL_PACKAGES:
+        raise error
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    UNAVAILABLE[name] = f"{missing} cannot be imported ({type(error).__name__}: {text})"
 
 
-def register(name: str):
-    def deco(cls):
-        EXECUTORS[name] = cls
-        cls.name = name
-        return cls
+def _load_executors() -> None:
+    from . import eager  # noqa: F401 - registers itself; needs nothing optional
 
-    return deco
+    if "inductor" not in EXECUTORS and "inductor" not in UNAVAILABLE:
+        try:
+            from . import inductor  # noqa: F401
+        except ImportError as e:
+            _optional_missing("inductor", e)
+    if "nvfuser" not in EXECUTORS and "nvfuser" not in UNAVAILABLE:
+        try:
+            from . import nvfuser  # noqa: F401
+        except ImportError as e:
+            _optional_missing("nvfuser", e)
 
 
 def get_executor(name: str, **options) -> Executor:
-    from . import eager  # noqa: F401 - registers itself
-
-    try:
-        from . import inductor  # noqa: F401
-    except ImportError:
-        pass
-    try:
-        from . import nvfuser  # noqa: F401
-    except ImportError:
-        pass
+    _load_executors()
+    if name not in EXECUTORS and name in UNAVAILABLE:
+        raise MissingDependencyError(
+            f"executor={name!r} cannot be used here: {UNAVAILABLE[name]}; "
+            f"choose one of: auto, {', '.join(sorted(EXECUTORS))}")
     if name not in EXECUTORS:
         raise ValueError(f"unknown executor {name!r}; choose one of: auto, {', '.join(sorted(EXECUTORS))}")
     return EXECUTORS[name](**options)

@@ -18,7 +18,8 @@ import torch.fx as fx
 
 from ..runtime import generate, interpret, set_wait_hook
 from ..trace import Trace
-from .base import CompiledProgram, Executor, register
+from .inductor_ops import inductor_can_fuse
+from .interface import CompiledProgram, Executor, register
 
 __all__ = ["EagerExecutor", "interpret", "set_wait_hook"]
 
@@ -34,8 +35,6 @@ class EagerExecutor(Executor):
         # Grouping under eager is bookkeeping only (regions run op by op). It groups what a
         # fusing compiler would (Inductor's table: pointwise, reductions, views; no matmuls),
         # so the fusion strategies show the same structure they have on a real executor.
-        from .inductor import inductor_can_fuse
-
         return inductor_can_fuse(node)
 
     def compile(self, trace: Trace) -> CompiledProgram:

@@ -24,7 +24,7 @@ import torch.fx as fx
 
 from ..errors import MissingDependencyError
 from ..trace import Trace
-from .base import CompiledProgram, Executor, register
+from .interface import CompiledProgram, Executor, register
 from ..analysis.liveness import CUDA_ROUNDING
 from ..runtime import generate
 from .workspace import measure_workspace, record_compiled_region

@@ -24,7 +24,8 @@ from ..errors import TraceLabError
 from ..jit import EXECUTOR_CHOICES, FUSION_STRATEGIES
 from ..report.html import error_html
 from .cell import CellProgram
-from .runner import VALUE_NAME, CellRunner, RunOptions, default_executor
+from .cell_runner import CellRunner
+from .runner import VALUE_NAME, RunOptions, default_executor
 from .session import Session, kernel_session
 
 __all__ = ["ThunderTraceMagics", "load_ipython_extension"]

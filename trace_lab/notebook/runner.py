@@ -1,7 +1,9 @@
-"""Runner: one run of a cell program under given options -> (Report, value).
+"""Runner: the options of a run and one in-process run of a cell function -> Report.
 
 :class:`RunOptions` are the switches the magic's flags and the widgets' controls
-set. :meth:`CellRunner.run` builds a fresh function from the cell (so every run
+set. :func:`inspect_cell` is one run of a cell function in this process (a worker
+of ``--nproc`` runs the same call, :mod:`.distributed`); :class:`.cell_runner.CellRunner`
+chooses between the two. CellRunner.run builds a fresh function from the cell (so every run
 has its own Dynamo cache entries), reads its inputs from the notebook *now*,
 runs it through :func:`trace_lab.inspect` (eager reference on deep copies, then
 the compiled run, memory and timing runs: every forward/backward program and
@@ -13,7 +15,8 @@ itself when it wants one).
 
 ``--nproc N`` / ``--fsdp`` run the same function in N worker processes
 (:mod:`.distributed`); rank 0's report comes back as plain data and nothing is
-written back from the workers.
+written back from the workers. This module imports neither :mod:`.distributed` nor
+:mod:`.cell_runner`, so the workers can use :func:`inspect_cell` without an import cycle.
 """
 from __future__ import annotations
 
@@ -22,9 +25,8 @@ from dataclasses import asdict, dataclass, replace
 
 from ..errors import TraceLabError
 from ..jit import EXECUTOR_CHOICES, FUSION_STRATEGIES
-from .cell import CellProgram
 
-__all__ = ["RunOptions", "CellRunner", "VALUE_NAME", "default_executor", "inspect_cell"]
+__all__ = ["RunOptions", "VALUE_NAME", "default_executor", "inspect_cell"]
 
 VALUE_NAME = "__thunder_trace_value__"  # the line form's expression value
 
@@ -90,29 +92,6 @@ class RunOptions:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-class CellRunner:
-    """Runs one cell program against one notebook namespace."""
-
-    def __init__(self, program: CellProgram, user_ns: dict, function_name: str = "cell"):
-        self.program = program
-        self.user_ns = user_ns
-        self.function_name = function_name
-
-    def run(self, options: RunOptions, label: str, progress=None):
-        """(Report, value of the line form's expression or None); writes back on success only."""
-        __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
-        options.validate()
-        fn, args = self.program.build(self.user_ns, self.function_name)
-        if options.nproc is not None or options.fsdp is not None:
-            from .distributed import run_cell_distributed
-
-            return run_cell_distributed(fn, args, options, label, progress), None
-        report, result = inspect_cell(fn, args, options, label, progress)
-        value = result.pop(VALUE_NAME, None)
-        self.program.write_back(self.user_ns, result)
-        return report, value
 
 
 def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):

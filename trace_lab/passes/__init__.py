@@ -38,14 +38,9 @@ def register_pass(name: str):
 
 
 def _load_passes() -> None:
-    import importlib
-
-    for mod in ("fusion", "sort_waits", "fsdp"):
-        try:
-            importlib.import_module(f"{__name__}.{mod}")
-        except ModuleNotFoundError as e:
-            if e.name != f"{__name__}.{mod}":
-                raise
+    """Import the pass modules (each registers itself). They need nothing optional, so an
+    ImportError here is a bug in one of them and propagates as it is."""
+    from . import fsdp, fusion, sort_waits  # noqa: F401
 
 
 def pipeline_for(options, kind: str) -> list[str]:

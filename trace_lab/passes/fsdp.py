@@ -39,9 +39,13 @@ aten = torch.ops.aten
 
 
 def _targets():
-    from ..distributed.sharding import REDUCE_GRAD, UNSHARD
-
-    return UNSHARD, REDUCE_GRAD
+    """(unshard, reduce_grad) op overloads, looked up by name: :mod:`trace_lab.distributed.sharding`
+    defines them, and a pass does not import the distributed layer. Before it is imported no
+    program can hold them (None, None)."""
+    ops = torch.ops.trace_lab
+    if not (hasattr(ops, "fsdp_unshard") and hasattr(ops, "fsdp_reduce_grad")):
+        return None, None
+    return ops.fsdp_unshard.default, ops.fsdp_reduce_grad.default
 
 
 def tag_gathers_for_recompute(joint_gm: fx.GraphModule) -> None:

@@ -23,9 +23,9 @@ import torch
 import torch.fx as fx
 
 from ..analysis.liveness import alias_sources
-from ..executors.fusion_cache import region_signature
 from ..printer import target_name
 from ..trace import Trace, is_getitem
+from .signature import region_signature
 
 __all__ = ["build_trace", "computes_something", "region_nodes"]
 

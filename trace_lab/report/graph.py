@@ -23,20 +23,24 @@ one is too large to hide in a node), then keeps only a window of lines around
 the peak (a window may cut through an open region), and says so in a note node
 and in ``digraph.notes``. The model (:mod:`.graph_model`) is built in time
 linear in the trace; layout time is bounded by the node cap and by
-:func:`~trace_lab.report.render.render_svg`'s timeout.
+:func:`~trace_lab.report.dot_render.render_svg`'s timeout. :func:`graph_view_html` lays out the
+before/after graphs of one program side by side (rendered by :mod:`.dot_render`).
 """
 from __future__ import annotations
 
+import html as _html
 import textwrap
+import uuid
 
 import graphviz
 
 from ..printer import format_bytes
 from ..trace import Trace
+from .dot_render import dot_available, graph_html, viz_loader_html
 from .graph_model import (DEFAULT_MAX_NODES, PEAK_COLOR, _cluster_id, _html_label, _plan, _safe_id, dot_escape,
                           input_kind, is_recomputed, live_at_peak)
 
-__all__ = ["TraceDigraph", "trace_graph", "before_after", "input_kind", "is_recomputed", "live_at_peak",
+__all__ = ["TraceDigraph", "trace_graph", "before_after", "graph_view_html", "input_kind", "is_recomputed", "live_at_peak",
            "dot_escape", "DEFAULT_MAX_NODES"]
 
 
@@ -53,8 +57,6 @@ class TraceDigraph(graphviz.Digraph):
 
     def _repr_mimebundle_(self, include=None, exclude=None, **kwargs):
         """Notebook display: graphviz's own (needs ``dot``), else the in-browser WebAssembly renderer."""
-        from .render import dot_available, graph_html
-
         if dot_available():
             return super()._repr_mimebundle_(include, exclude, **kwargs)
         return {"text/html": graph_html(self, use_dot=False)}
@@ -130,14 +132,50 @@ def before_after(trace_before: Trace, trace_after: Trace, **options) -> tuple[Tr
     return before, after
 
 
+def graph_view_html(trace_before, trace_after, *, height: str = "600px", use_dot: bool | None = None,
+                    include_js: bool = True, compress: bool = False, **graph_options) -> str:
+    """Before/after graphs of one program, side by side, with a toggle (side by side / before / after).
+
+    Traces read back from another process (:class:`trace_lab.report.stored.StoredTrace`) bring
+    their graphs' DOT source along (``stored_graphs()``) and are laid out here. The renderer is included
+    once when a graph needs it and ``include_js``; ``compress`` as in :func:`.dot_render.graph_html`."""
+    if hasattr(trace_before, "stored_graphs"):
+        g_before, g_after = trace_before.stored_graphs()
+    else:
+        g_before, g_after = before_after(trace_before, trace_after, **graph_options)
+    vid = "tlgv-" + uuid.uuid4().hex[:12]
+    panes = []
+    for side, trace, g in (("before", trace_before, g_before), ("after", trace_after, g_after)):
+        title = f"{side}: {trace.kind} · {trace.stage} · {len(trace.ops)} ops"
+        panes.append(f"<div class='tl-gv-pane tl-gv-{side}'><h4>{_html.escape(title)}</h4>"
+                     f"{graph_html(g, height=height, include_js=False, use_dot=use_dot, compress=compress)}</div>")
+    needs_viz = any("data-tl-viz" in p for p in panes)
+    loader = viz_loader_html(compressed=compress) if needs_viz and include_js else ""
+    radios, labels = [], []
+    for mode, text in (("both", "side by side"), ("before", "before only"), ("after", "after only")):
+        rid = f"{vid}-{mode}"
+        radios.append(f"<input type='radio' name='{vid}' id='{rid}' class='tl-gv-{mode}-r'"
+                      + (" checked" if mode == "both" else "") + ">")
+        labels.append(f"<label for='{rid}'>{text}</label>")
+    css = (f"#{vid} input{{display:none}}"
+           f"#{vid} .tl-gv-before-r:checked~.tl-gv-panes .tl-gv-after{{display:none}}"
+           f"#{vid} .tl-gv-after-r:checked~.tl-gv-panes .tl-gv-before{{display:none}}"
+           f"#{vid} .tl-gv-both-r:checked~.tl-gv-bar label[for='{vid}-both'],"
+           f"#{vid} .tl-gv-before-r:checked~.tl-gv-bar label[for='{vid}-before'],"
+           f"#{vid} .tl-gv-after-r:checked~.tl-gv-bar label[for='{vid}-after']{{font-weight:600;"
+           "text-decoration:underline}")
+    refit = (f"<script>document.querySelectorAll('#{vid} input').forEach(function(r){{r.addEventListener('change',"
+             f"function(){{document.querySelectorAll('#{vid} .tl-graph').forEach(function(g){{"
+             "if(g.__tlFit){g.__tlFit();}});});});</script>")
+    return (f"<div class='tl-gv' id='{vid}'><style>{css}</style>{loader}{''.join(radios)}"
+            f"<div class='tl-gv-bar'>{''.join(labels)}</div><div class='tl-gv-panes'>{''.join(panes)}</div>"
+            f"{refit}</div>")
+
+
 def __getattr__(name):
-    """Rendering (:mod:`.render`) and export (:mod:`.graph_export`) are reachable from here too."""
-    if name in ("render_svg", "graph_html", "graph_view_html", "dot_available"):
-        from . import render
+    """The renderer's entry points (:mod:`.dot_render`) are reachable from here too."""
+    if name in ("render_svg", "graph_html", "dot_available"):
+        from . import dot_render
 
-        return getattr(render, name)
-    if name == "save_graphs":
-        from .graph_export import save_graphs
-
-        return save_graphs
+        return getattr(dot_render, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

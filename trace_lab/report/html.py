@@ -23,7 +23,7 @@ in the browser (``DecompressionStream``, trace_lab's own script, no network) and
 draws every line as the server would. Where scripts do not run (an untrusted
 notebook, GitHub) the window and the way to the full text (``print`` the stage,
 ``report.save_html``) are still shown. Large graph SVG / DOT and the
-WebAssembly Graphviz are stored the same way (:mod:`trace_lab.report.render`),
+WebAssembly Graphviz are stored the same way (:mod:`trace_lab.report.dot_render`),
 the renderer once per report.
 """
 from __future__ import annotations
@@ -35,6 +35,8 @@ import json
 import re
 import uuid
 from functools import lru_cache
+
+from .packing import INFLATE_JS, esc, pack, unpack  # noqa: F401 - re-exported
 
 __all__ = ["esc", "CSS", "code_html", "summary_html", "traces_html", "graphs_html", "memory_html",
            "compare_html", "tabs_html", "report_html", "standalone_page", "memory_curves", "part_traces", "error_html",
@@ -89,10 +91,6 @@ _BASE_CSS = """
 """ + "".join(
     f".tl-tabs>input.tl-t{i}:checked~section.tl-p{i}{{display:block}}"
     f".tl-tabs>input.tl-t{i}:checked+label{{background:#fff;font-weight:600}}\n" for i in range(len(TAB_TITLES)))
-
-
-def esc(s) -> str:
-    return html.escape(str(s), quote=True)
 
 
 def _trace_lexer_class():
@@ -159,28 +157,6 @@ LAZY_LINES = 300  # a stage with more lines is shown as a window (head, around t
 HEAD_LINES, PEAK_CONTEXT, TAIL_LINES = 24, 12, 6
 REGION_HEAD, REGION_TAIL = 16, 4  # a windowed stage's fused region shows this many of its ops' lines
 
-
-def pack(obj) -> str:
-    """Plain data -> gzip + base64 text (the browser unpacks it with :data:`INFLATE_JS`)."""
-    raw = json.dumps(obj, separators=(",", ":")).encode("utf-8") if not isinstance(obj, (bytes, str)) else (
-        obj.encode("utf-8") if isinstance(obj, str) else obj)
-    return base64.b64encode(gzip.compress(raw, compresslevel=9, mtime=0)).decode("ascii")
-
-
-def unpack(text: str, as_json: bool = True):
-    """The inverse of :func:`pack` (tests, tools)."""
-    raw = gzip.decompress(base64.b64decode(text)).decode("utf-8")
-    return json.loads(raw) if as_json else raw
-
-
-# window.__tlInflate(base64) -> Promise of the text; defined once per page, used by the trace and graph scripts
-INFLATE_JS = r"""window.__tlInflate = window.__tlInflate || function (b64) {
-  if (!window.DecompressionStream) { return Promise.reject(new Error('this browser cannot unpack gzip (DecompressionStream)')); }
-  var bin = atob(b64), u = new Uint8Array(bin.length);
-  for (var i = 0; i < bin.length; i++) { u[i] = bin.charCodeAt(i); }
-  return new Response(new Blob([u]).stream().pipeThrough(new DecompressionStream('gzip'))).text();
-};
-"""
 
 # "show all N lines": unpack the part's data and draw every line of the stage as code_html does
 TRACE_JS = INFLATE_JS + r"""if (!window.__tlTraceInit) { window.__tlTraceInit = true; (function () {
@@ -600,7 +576,7 @@ def graphs_html(report, max_parts: int = 2) -> str:
     if len(all_parts) > max_parts:
         rest = (f'<div class="tl-placeholder">{len(all_parts) - max_parts} more program parts not drawn here: '
                 f"{esc(', '.join(label for label, _ in all_parts[max_parts:]))} "
-                "(<code>trace_lab.report.graph.save_graphs(report, folder)</code> draws them all)</div>")
+                "(<code>trace_lab.report.graph_export.save_graphs(report, folder)</code> draws them all)</div>")
     return loader + "".join(views) + rest
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from .html import esc
+from .packing import esc
 
 __all__ = ["graph_view_html", "memory_curve_html", "optional", "placeholder"]
 
@@ -33,7 +33,7 @@ def optional(module: str, attr: str):
 
 def graph_view_html(before, after, **options) -> str:
     """Before/after-fusion graphs of one program part (``trace_lab.report.graph``); ``options`` go to
-    :func:`trace_lab.report.render.graph_view_html` (e.g. ``include_js``, ``compress``)."""
+    :func:`trace_lab.report.graph.graph_view_html` (e.g. ``include_js``, ``compress``)."""
     fn, why = optional("trace_lab.report.graph", "graph_view_html")
     if fn is None:
         return placeholder(f"graph view {why}")

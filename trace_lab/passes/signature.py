@@ -1,0 +1,81 @@
+"""A fused region's structural signature: what makes two regions "the same kernel".
+
+The signature lists the ops in order (overloads), how they wire (each argument as a
+reference to an input or an earlier op's output slot), every constant argument, which
+values leave the region, and a descriptor of each input: dtype, sizes, strides (their
+order and, because Inductor specialises on them and asserts them, their values),
+whether the data pointer is 16-byte aligned (Inductor assumes alignment when the
+example was aligned), and the device. Names, source lines and region numbers are left
+out, so the same layer repeated gives the same signature.
+
+:mod:`.regions` records it on each region it builds (``meta['region']['signature']``);
+the executors key their compiled-region caches on it
+(:mod:`trace_lab.executors.fusion_cache`, which re-exports these names).
+"""
+from __future__ import annotations
+
+import hashlib
+
+import torch
+import torch.fx as fx
+
+__all__ = ["describe_input", "region_signature", "signature_hash"]
+
+
+def describe_input(val) -> str:
+    if not isinstance(val, torch.Tensor):
+        return f"obj:{type(val).__name__}:{val!r}"
+    sizes = tuple(int(s) for s in val.shape)
+    strides = tuple(int(s) for s in val.stride())
+    order = tuple(sorted(range(len(strides)), key=lambda d: (-strides[d], d)))
+    aligned = (int(val.storage_offset()) * val.element_size()) % 16 == 0
+    return (f"{str(val.dtype).replace('torch.', '')}{list(sizes)} stride={list(strides)} order={list(order)} "
+            f"{'aligned' if aligned else 'unaligned'} {val.device}")
+
+
+def _const(x) -> str:
+    if isinstance(x, (list, tuple)):
+        inner = ",".join(_const(a) for a in x)
+        return f"[{inner}]" if isinstance(x, list) else f"({inner})"
+    if isinstance(x, dict):
+        return "{" + ",".join(f"{k}:{_const(v)}" for k, v in sorted(x.items())) + "}"
+    if isinstance(x, float):
+        return repr(x) if x == x else "nan"
+    return repr(x)
+
+
+def region_signature(sub: fx.GraphModule, input_vals) -> str:
+    """Canonical text of a region: ops, wiring, constants, outputs and input descriptors."""
+    ref: dict[fx.Node, str] = {}
+    lines = []
+    k = 0
+    for n in sub.graph.nodes:
+        if n.op == "placeholder":
+            ref[n] = f"%in{len(ref)}"
+            continue
+
+        def arg(a):
+            if isinstance(a, fx.Node):
+                return ref[a]
+            if isinstance(a, (list, tuple)):
+                inner = ",".join(arg(x) for x in a)
+                return f"[{inner}]" if isinstance(a, list) else f"({inner})"
+            return _const(a)
+
+        if n.op == "output":
+            lines.append(f"return {arg(n.args[0])}")
+            continue
+        target = n.target if isinstance(n.target, str) else f"{getattr(n.target, '__module__', '')}.{getattr(n.target, '__name__', repr(n.target))}"
+        if isinstance(n.target, torch._ops.OpOverload):
+            target = str(n.target)
+        args = ",".join(arg(a) for a in n.args)
+        kwargs = ",".join(f"{key}={arg(v)}" for key, v in sorted(n.kwargs.items()))
+        ref[n] = f"%{k}"
+        lines.append(f"%{k} = {n.op}:{target}({args};{kwargs})")
+        k += 1
+    inputs = [f"in{j}: {describe_input(v)}" for j, v in enumerate(input_vals)]
+    return "\n".join(inputs + lines)
+
+
+def signature_hash(signature: str) -> str:
+    return hashlib.sha256(signature.encode()).hexdigest()[:16]
