@@ -43,8 +43,8 @@ import torch.fx as fx
 from ..analysis.liveness import CUDA_ROUNDING, region_output_bytes
 from ..errors import TraceLabError
 from ..trace import Trace, is_getitem, tensor_values
-from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_fuse  # noqa: F401 - the table, re-exported
 from .interface import CompiledProgram, Executor, register
+from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_fuse  # noqa: F401 - the table, re-exported
 from ..runtime import generate
 from .fusion_cache import FusionCache, region_signature, signature_hash
 from .workspace import example_tensor as _example
@@ -53,27 +53,102 @@ from .workspace import measure_workspace, record_compiled_region
 __all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region"]
 
 # ---- compiling one region ------------------------------------------------------------------------
-def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: bool = False):
-    """Compile one region's GraphModule with Inductor; returns ``fn(*inputs) -> tuple``."""
-    import torch._inductor
-    import torch._inductor.config as inductor_config
+# Outputs the direct call returns as AOTAutograd's inference wrapper would: fresh buffers, and views
+# of inputs / inputs themselves (Inductor returns them in the input's storage with the recorded
+# size, stride and offset; the wrapper only rebuilds them as autograd views, which nothing inside
+# a trace_lab program reads: programs run with grad off).
+_DIRECT_OUTPUT_TYPES = ("non_alias", "alias_of_input", "is_input")
 
-    from torch._guards import tracing
+
+def _direct_call(graph, aot_fn):
+    """``fn(*inputs) -> tuple``: Inductor's generated wrapper (``CompiledFxGraph.current_callable``, its
+    input-alignment check included) called on a new boxed list, which that code clears; grad off, as
+    AOTAutograd's inference wrapper sets it. ``fn.compiled_graph`` is the ``CompiledFxGraph``,
+    ``fn.aot_fn`` AOTAutograd's callable for the same compilation (not called)."""
+    call = graph.current_callable
+    grad_enabled = torch.is_grad_enabled
+    no_grad = torch.no_grad
+
+    def region(*args):
+        if grad_enabled():
+            with no_grad():
+                return call(list(args))
+        return call(list(args))
+
+    region.compiled_graph = graph
+    region.aot_fn = aot_fn
+    return region
+
+
+def _wrapper_is_identity(meta, n_outputs: int) -> bool:
+    """Does AOTAutograd's inference wrapper only pass the compiled graph's outputs through? (no input
+    mutation to replay, no intermediate bases or effect tokens appended, no tensor subclasses)"""
+    if meta is None:
+        return False
+    try:
+        if any(getattr(i, "mutates_data", False) or getattr(i, "mutates_metadata", False)
+               or getattr(i, "mutates_storage_metadata", False) for i in meta.input_info):
+            return False
+        if getattr(meta, "num_intermediate_bases", 0) or getattr(meta, "tokens", None) \
+                or any("Subclass" in type(m).__name__ for m in getattr(meta, "subclass_inp_meta", None) or ()):
+            return False
+        infos = list(meta.output_info)
+        return len(infos) == n_outputs and all(o.output_type.name in _DIRECT_OUTPUT_TYPES for o in infos)
+    except AttributeError:  # another torch's metadata: keep the wrapper
+        return False
+
+
+def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: bool = False):
+    """Compile one region's GraphModule with Inductor; returns ``fn(*inputs) -> tuple`` of its outputs.
+
+    The region is compiled through ``torch._inductor.compile_fx.compile_fx`` (AOTAutograd's
+    functionalization and Inductor's decompositions, then ``compile_fx_inner``), exactly as
+    ``torch._inductor.compile`` does, with an ``inner_compile`` that keeps the ``CompiledFxGraph``
+    and AOTAutograd's view/mutation metadata. Where that metadata says the inference wrapper
+    would pass the outputs through unchanged (regions hold no mutating ops: :func:`inductor_can_fuse`),
+    the returned function calls Inductor's generated code directly (:func:`_direct_call`), which is all a
+    call then costs; otherwise it calls AOTAutograd's callable as before. AOTAutograd's own cache
+    is off during the compile so that ``compile_fx_inner`` always runs (Inductor's FX graph cache
+    still serves it unless ``disable_inductor_caches``).
+    """
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    from torch._guards import TracingContext, tracing
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     patches = {}
     if disable_inductor_caches:
         patches = {"force_disable_caches": True, "fx_graph_cache": False, "autotune_local_cache": False,
                    "autotune_remote_cache": False, "fx_graph_remote_cache": False}
+    inner_calls = []
+
+    def inner_compile(gm, example_inputs, *args, **kwargs):
+        graph = compile_fx_inner(gm, example_inputs, *args, **kwargs)
+        ctx = TracingContext.try_get()
+        inner_calls.append((graph, getattr(ctx, "fw_metadata", None) if ctx is not None else None,
+                            kwargs.get("is_inference", False)))
+        return graph
+
     # The executor is called from inside the capture's AOTAutograd compile (its fake mode and
     # tracing context are active); a region is a separate program, compiled in a clean context.
-    with unset_fake_temporarily(), tracing(None), inductor_config.patch(patches):
+    with unset_fake_temporarily(), tracing(None), inductor_config.patch(patches), \
+            functorch_config.patch(enable_autograd_cache=False):
         gm = copy.deepcopy(sub)
         examples = [_example(v) for v in input_vals]
-        compiled = torch._inductor.compile(gm, examples)
+        aot_fn = compile_fx(gm, examples, inner_compile=inner_compile)
 
-    def run(*args):
-        return compiled(*args)
+    spec = next(n for n in reversed(sub.graph.nodes) if n.op == "output").args[0]
+    if len(inner_calls) == 1:
+        graph, meta, is_inference = inner_calls[0]
+        if is_inference and isinstance(spec, (tuple, list)) and getattr(graph, "current_callable", None) \
+                is not None and _wrapper_is_identity(meta, len(spec)):
+            with unset_fake_temporarily(), tracing(None), torch.no_grad():
+                graph(list(examples))  # the first call through CompiledFxGraph.__call__ (autotune-cache bundle)
+            return _direct_call(graph, aot_fn)
+
+    def run(*args):  # AOTAutograd's inference wrapper replays what the direct call would not
+        return aot_fn(*args)
 
     return run
 
