@@ -69,7 +69,7 @@ def captured(name: str) -> tuple:
             original = part.compiled.run
 
             def spy(a, _key=(p.index, part.kind), _run=original):
-                recorded[_key] = [fresh_copy(x) for x in a]
+                recorded[_key] = fresh_copies(a)
                 return _run(a)
 
             part.compiled.run = spy
@@ -80,6 +80,23 @@ def captured(name: str) -> tuple:
             if (p.index, part.kind) in recorded:
                 parts.append(Part(name, part.kind, part.traces[0], recorded[(p.index, part.kind)]))
     return tuple(parts)
+
+
+def fresh_copies(xs) -> list:
+    """:func:`fresh_copy` of each, with inputs that shared a storage sharing one copy of it (saved views
+    of one forward value stay views of one buffer, as AOTAutograd hands them to a backward)."""
+    bases: dict = {}
+    out = []
+    for x in xs:
+        if not isinstance(x, torch.Tensor):
+            out.append(x)
+            continue
+        key = (x.untyped_storage().data_ptr(), x.device, x.dtype)
+        if key not in bases:
+            bases[key] = fresh_copy(x.as_strided((x.untyped_storage().nbytes() // x.element_size(),), (1,), 0))
+        with torch.no_grad():
+            out.append(bases[key].as_strided(x.shape, x.stride(), x.storage_offset()))
+    return out
 
 
 def fresh_copy(x):
@@ -122,7 +139,7 @@ def check_part(part: Part, strategy: str, executor) -> dict:
     held = []
 
     def make_args():
-        args = [fresh_copy(x) for x in part.inputs]
+        args = fresh_copies(part.inputs)
         held[:] = [a for i, a in enumerate(args) if i not in fused.owned_inputs]
         return args
 

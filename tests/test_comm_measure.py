@@ -31,7 +31,7 @@ def _projection(shape):
 def _scenarios():
     from trace_lab.distributed.comm_measure import measure_comm
     from trace_lab.distributed.launcher import report_data
-    from trace_lab.executors import eager
+    from trace_lab.runtime import wait_hook
 
     ctx = tld.current()
     ref_model, (x,) = workloads.get("llama2").make("cpu", "small")
@@ -59,7 +59,7 @@ def _scenarios():
         comm = measure_comm(step, "cpu", jfn=jfn, steps=2, reps=2, iter_seconds=0.5)
         fw, bw = trace_lab.last_traces(jfn)[-1], trace_lab.last_backward_traces(jfn)[-1]
         out["configs"][(mode, sort)] = {"runs": runs, "comm": comm, "waits": (_waits_in(fw), _waits_in(bw)),
-                                        "hook_after": eager._WAIT_HOOK}
+                                        "hook_after": wait_hook.current_hook()}
     # the Report path: inspect in a multi-process run measures, the timeline carries it
     torch.manual_seed(0)
     small = tld.shard_module(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)))

@@ -89,18 +89,18 @@ def two_paths(x0, x1, a):
 
 
 def test_fusion_cache_off_compiles_every_region_with_inductor_caches_off(monkeypatch):
-    import torch._inductor
+    import torch._inductor.compile_fx as compile_fx
     import torch._inductor.config as inductor_config
 
     seen = []
-    real = torch._inductor.compile
+    real = compile_fx.compile_fx_inner  # what a region's compile reaches (executors/inductor.compile_region)
 
-    def spy(gm, example_inputs, options=None):
+    def spy(gm, example_inputs, *a, **kw):
         seen.append((inductor_config.force_disable_caches, inductor_config.fx_graph_cache,
                      inductor_config.autotune_local_cache))
-        return real(gm, example_inputs, options)
+        return real(gm, example_inputs, *a, **kw)
 
-    monkeypatch.setattr(torch._inductor, "compile", spy)
+    monkeypatch.setattr(compile_fx, "compile_fx_inner", spy)
     g = torch.Generator().manual_seed(0)
     args = [torch.randn(8, 8, generator=g) for _ in range(3)]
     expected = two_paths(*args)

@@ -53,7 +53,7 @@ def test_options_parse():
     assert (a.fusion, a.executor, a.no_fusion_cache, a.no_sort_waits, a.runs, a.compare, a.name, a.output, a.nproc,
             a.fsdp) == ("horizontal", "eager", True, True, 0, True, "first", "rep", 2, "zero3")
     d = parse_argstring(fn, "")
-    assert (d.fusion, d.executor, d.no_fusion_cache, d.no_sort_waits, d.runs, d.compare) == ("none", None, False,
+    assert (d.fusion, d.executor, d.no_fusion_cache, d.no_sort_waits, d.runs, d.compare) == ("auto", None, False,
                                                                                            False, 3, False)
     for bad in ("--fusion greedy", "--executor tvm", "--fsdp zero1", "--runs many"):
         with pytest.raises(UsageError):
