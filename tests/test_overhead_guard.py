@@ -1,7 +1,8 @@
 """The CPU overhead guard (issue 14, item 6): benchmarks/overhead_guard.py at small sizes, in a subprocess.
 
-It fails only on a gross regression: a jitted call's time over eager's rising above 1.5x the ratio saved
-in benchmarks/overhead_baseline.json for the same sizes (or above an absolute ceiling). The threshold is
+It fails only on a gross regression: a jitted call's time over eager's rising above 2x the ratio saved
+in benchmarks/overhead_baseline.json for the same sizes (or above an absolute ceiling). The baseline is
+taken on a quiet machine; 2x leaves room for a CI machine busy with other work. The threshold is
 relative, so a faster runtime passes; re-save the baseline after a runtime change:
 ``python benchmarks/overhead_guard.py --chain-ops 1000 --calls 11 --save-baseline``.
 """
@@ -14,7 +15,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # the sizes this test runs (the script's defaults take longer: a 3,000-op chain compiles in ~30 s on 2 cores)
-ARGS = ["--chain-ops", "1000", "--calls", "11"]
+ARGS = ["--chain-ops", "1000", "--calls", "11", "--factor", "2.0"]
 
 
 @pytest.mark.slow  # ~60-90 s on 2 cores: compiling the three programs twice
