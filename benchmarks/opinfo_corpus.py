@@ -25,8 +25,13 @@ How a sample is checked
 * Comparison: ``torch.testing.assert_close`` (shape, dtype, values, NaNs equal; strides not
   checked) with the dtype's defaults, widened to the largest ``toleranceOverride`` that the
   OpInfo's own decorators declare for that dtype (any test).
-* Random ops: an op whose eager output changes with the global seed (dropout, bernoulli,
-  ``empty*``...) is compared on shapes, dtypes and devices only, and its row says so.
+* Random ops: an op whose eager output changes with the global seed (dropout, bernoulli...)
+  is compared on shapes, dtypes and devices only, and its row says so.
+* Uninitialised-memory ops (``UNINITIALISED_OPS``: ``empty``, ``empty_like``, ``empty_permuted``,
+  ``empty_strided``, ``new_empty``, ``new_empty_strided``): their output's values are whatever
+  the allocator hands back, so outputs (and gradients) are compared on shape, dtype, device and
+  strides only, by name (the seed test above cannot tell: reused memory often repeats); inputs
+  after the call are still compared by value. Their rows say so.
 * Memory: each configuration is called twice; the first call compiles forward and backward,
   the second runs inside ``jfn.measuring()`` (and is the one compared with eager), which
   records, for every program part run (forward, backward), the liveness prediction and the
@@ -58,6 +63,8 @@ EXECUTORS = ("eager", "inductor")
 ALL_CONFIGS = tuple(f"{f}/{e}" for e in EXECUTORS for f in FUSIONS)
 DTYPES = ("float32", "bfloat16")
 MEMORY_REL, MEMORY_ABS = 0.01, 1024  # the README's stated tolerance
+# op_db names whose output is uninitialised memory: compared on shape/dtype/device/strides only
+UNINITIALISED_OPS = ("empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided")
 # ops with internal scratch memory that the liveness model does not see (issue 15 defect 4);
 # a memory disagreement on these is expected until trace_lab models op scratch
 SCRATCH_OPS = ("conv", "fft", "sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode",
@@ -334,7 +341,9 @@ class Case:
 
 
 def compare(actual, expected, rtol, atol, metadata_only=False) -> str | None:
-    """None when equal; else the first line of the difference."""
+    """None when equal; else the first line of the difference. ``metadata_only``: True (random ops)
+    compares shape/dtype/device only; "strides" (uninitialised-memory ops) compares outputs and
+    gradients on shape/dtype/device/strides and inputs after the call by value."""
     import torch
 
     for kind, xs, ys in (("output", actual[0], expected[0]), ("grad", actual[1], expected[1]),
@@ -348,9 +357,11 @@ def compare(actual, expected, rtol, atol, metadata_only=False) -> str | None:
                 if a != b and not (a != a and b != b):
                     return f"{kind}[{i}]: {a!r} vs {b!r} in eager"
                 continue
-            if metadata_only:
+            if metadata_only and not (metadata_only == "strides" and kind == "input after call"):
                 if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
                     return f"{kind}[{i}]: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)} in eager"
+                if metadata_only == "strides" and a.numel() > 1 and a.stride() != b.stride():
+                    return f"{kind}[{i}]: strides {a.stride()} vs {b.stride()} in eager"
                 continue
             try:
                 torch.testing.assert_close(a, b, rtol=rtol, atol=atol, equal_nan=True, check_stride=False,
@@ -489,6 +500,9 @@ def run_sample(op, key: str, dtype_name: str, index: int, sample, backward: bool
     except Exception:  # noqa: BLE001
         random_op = False
     row["random"] = random_op
+    uninitialised = op.name in UNINITIALISED_OPS
+    row["uninitialised"] = uninitialised
+    metadata_only = "strides" if uninitialised else random_op
     rtol, atol = tolerances(op, _torch_dtype(dtype_name))
     row["rtol"], row["atol"] = rtol, atol
     if check_aot:
@@ -502,13 +516,13 @@ def run_sample(op, key: str, dtype_name: str, index: int, sample, backward: bool
     decomposed = None
     for config in configs:
         torch.manual_seed(0)
-        res = run_config(case, expected, config, rtol, atol, random_op)
+        res = run_config(case, expected, config, rtol, atol, metadata_only)
         if res.get("cause") == "mismatch":
             if decomposed is None:
                 try:
                     torch.manual_seed(0)
                     dec = decomposed_reference(case)
-                    decomposed = compare(dec, expected, rtol, atol, random_op) or ""
+                    decomposed = compare(dec, expected, rtol, atol, metadata_only) or ""
                 except Exception as e:  # noqa: BLE001
                     decomposed = f"(decomposed reference raised {_first_line(e)})"
             if decomposed and not decomposed.startswith("(decomposed"):
@@ -850,7 +864,9 @@ def write_table(rows: list[dict], summary: dict, meta: dict, path: str) -> None:
         "are excluded from the denominator) and through `trace_lab.jit(fn, fusion=F, executor=E)`, forward and "
         "(where the OpInfo supports autograd for the dtype) backward with a fixed cotangent. Outputs, gradients "
         "and inputs after the call are compared with `torch.testing.assert_close` at the dtype's defaults widened "
-        "to the OpInfo's own `toleranceOverride`s; random ops (output depends on the seed) on shape/dtype only. "
+        "to the OpInfo's own `toleranceOverride`s; random ops (output depends on the seed) on shape/dtype only; "
+        "uninitialised-memory ops (" + ", ".join(f"`{n}`" for n in UNINITIALISED_OPS) + ") on shape/dtype/strides "
+        "only (outputs; inputs after the call by value). "
         f"Memory agrees when |measured - predicted| <= {MEMORY_REL:.0%} + {MEMORY_ABS} B for every program part "
         "(profiler allocator events vs the liveness model).",
         "",
@@ -912,7 +928,8 @@ def write_table(rows: list[dict], summary: dict, meta: dict, path: str) -> None:
             details.append(f"- `{key}` {r['dtype']} s{r['sample']} `{cfg}` [memory{' (scratch op)' if is_scratch_op(key) else ''}]: "
                            f"{worst['kind']} predicted {worst['predicted']} B, measured {worst['measured']} B")
         dts = ",".join(sorted({'f32' if r['dtype'] == 'float32' else 'bf16' for r in live}))
-        rnd = " (random: shapes only)" if any(r.get("random") for r in live) else ""
+        rnd = (" (uninitialised: shape/dtype/strides only)" if any(r.get("uninitialised") for r in live)
+               else " (random: shapes only)" if any(r.get("random") for r in live) else "")
         cat = next((r.get("category") for r in rs if r.get("category")), "")
         lines.append(f"| `{key}`{rnd} | {cat} | {dts} | {len(live)} | " + " | ".join(cells)
                      + f" | {len(mem_ok)}/{len(measured)} |")
@@ -936,7 +953,8 @@ def merge(paths: list, table: str, out: str | None) -> int:
         for r in data["rows"]:
             k = (r["op"], r["dtype"], r.get("sample"))
             if k in merged and r.get("configs") and merged[k].get("configs"):
-                merged[k]["configs"].update(r["configs"])  # another run's configurations of the sample
+                cfgs = {**merged[k]["configs"], **r["configs"]}  # another run's configurations of the sample
+                merged[k] = {**merged[k], **r, "configs": cfgs}  # its flags (random, uninitialised) win too
             elif k not in merged or r.get("configs") or not merged[k].get("configs"):
                 merged[k] = r  # a later run (a re-run) replaces an excluded or unrun row
     rows = list(merged.values())
