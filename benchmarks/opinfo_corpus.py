@@ -959,10 +959,18 @@ def merge(paths: list, table: str, out: str | None) -> int:
                 merged[k] = r  # a later run (a re-run) replaces an excluded or unrun row
     rows = list(merged.values())
     summary = summarize(rows)
+    reached = {r["op"] for r in rows}
+    by_exec = {e: {r["op"] for r in rows if any(c.endswith("/" + e) for c in r.get("configs", {}))}
+               for e in EXECUTORS}
+    merged_cov = (f"MERGED over {len(paths)} runs: {len(reached)} op keys reached in all "
+                  f"({len(summary['excluded_ops'])} of them excluded, see the end); eager-executor configs ran on "
+                  f"{len(by_exec['eager'])} op keys, Inductor configs on {len(by_exec['inductor'])}; "
+                  f"{sum(1 for r in rows if r.get('configs'))} (op, dtype, sample) rows with results. "
+                  "A 'not reached' count below is that run's own; later runs picked those keys up. Runs: ")
     meta = {"command": "python -m benchmarks.opinfo_corpus --merge " + " ".join(os.path.basename(p) for p in paths),
             "date": max(m["date"] for m in metas), "commit": ", ".join(dict.fromkeys(m["commit"] for m in metas)),
             "torch": metas[0]["torch"], "jobs": metas[0]["jobs"], "seconds": sum(m["seconds"] for m in metas),
-            "coverage": " + ".join(f"[{m['command'].split('opinfo_corpus', 1)[-1].strip()}] {m['coverage']}"
+            "coverage": merged_cov + " + ".join(f"[{m['command'].split('opinfo_corpus', 1)[-1].strip()}] {m['coverage']}"
                                    for m in metas),
             "json": os.path.relpath(out, ROOT) if out else ", ".join(os.path.relpath(p, ROOT) for p in paths)}
     if out:
