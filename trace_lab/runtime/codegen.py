@@ -30,6 +30,7 @@ points at a readable line, and ``linecache`` is told about it.
 """
 from __future__ import annotations
 
+import functools
 import keyword
 import linecache
 import math
@@ -63,6 +64,7 @@ def _fma(a, b, c):
     return torch.add(torch.mul(a, b), c)  # the prim's own eager definition: (a * b) + c
 
 
+@functools.lru_cache(maxsize=1)
 def _fast_equivalents() -> dict:
     """Ops whose eager implementation is a Python custom op (a slow path: ~0.7 ms a call on CPU),
     mapped to the same computation through torch's own kernels."""
