@@ -15,11 +15,17 @@ the peak line is marked ``<- peak``. Source lines of the user's code (from the
 node's stack trace) are printed as comments when they change. Fused regions
 (``call_module`` nodes) print as ``(t2, t8) = fusion0(t0, t1)`` followed by
 their ops, indented and commented out.
+
+:func:`trace_lines` is the printer: it returns the lines as data (:class:`Line`:
+text, op, region, memory figures, peak, recomputed, source line), and
+:func:`format_trace` joins their text, so the views that read the records
+(:mod:`trace_lab.report.view_model`) and the text cannot disagree.
 """
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass, fields
 
 import torch
 import torch.fx as fx
@@ -27,7 +33,7 @@ import torch.fx as fx
 from .analysis.op_scratch import lower_bound_note
 from .fx_util import is_getitem, tensor_values
 
-__all__ = ["format_trace", "format_bytes", "type_comment", "source_line", "exec_namespace", "target_name"]
+__all__ = ["Line", "trace_lines", "format_trace", "format_bytes", "type_comment", "source_line", "exec_namespace", "target_name"]
 
 _DTYPE_SHORT = {
     torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
@@ -134,18 +140,62 @@ def _types(node: fx.Node, trace) -> str:
     return f'{trace.name(node)}: "{type_comment(val)}"'
 
 
-def _region_lines(node: fx.Node, trace, indent: str) -> list[str]:
+def _region_lines(node: fx.Node, trace, indent: str) -> list[Line]:
     """The region's ops, commented out, named as the program names them (Thunder style)."""
     sub = trace.gm.get_submodule(node.target)
     out = []
     for n in sub.graph.nodes:
         if n.op not in ("call_function", "call_module", "call_method") or is_getitem(n):
             continue
-        out.append(f"{indent}  # {_lhs(n, trace)} = {_call(n, trace.name)}  # {_types(n, trace)}")
+        out.append(Line(f"{indent}  # {_lhs(n, trace)} = {_call(n, trace.name)}  # {_types(n, trace)}", "region_op",
+                        _lhs(n, trace), n.name, region=str(node.target)))
     return out
 
 
-def format_trace(trace, annotate: bool = True) -> str:
+@dataclass
+class Line:
+    """One printed line as data (the views read these; ``text`` is the line itself).
+
+    ``role``: title, summary, code (import/def/blank), input, constant, source, op,
+    region_op (an op inside the fused region above, commented out), del, return.
+    Op lines name their value (``name``: the printed name, ``fx_name``: the fx node's)
+    and their index in ``trace.ops`` (``op``); a fused region's line and its inner lines
+    carry the region's name (``region``). With memory (``annotate``): live bytes after
+    the line, the high water while it runs, what it allocated and freed, and whether it
+    is the peak line. ``recomputed``: a backward op recomputed from the forward;
+    ``source``: the user's source line (on op lines and their source comment).
+    """
+
+    text: str
+    role: str
+    name: str | None = None
+    fx_name: str | None = None
+    op: int = -1
+    region: str | None = None
+    live_after: int | None = None
+    high_water: int | None = None
+    allocated: int | None = None
+    freed: int | None = None
+    peak: bool = False
+    recomputed: bool = False
+    source: str | None = None
+
+    @property
+    def has_memory(self) -> bool:
+        return self.live_after is not None
+
+    def to_dict(self) -> dict:
+        """Only the fields that differ from their defaults (JSON stays small)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name in ("text", "role") or getattr(self, f.name) != f.default}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Line":
+        return cls(**data)
+
+
+def trace_lines(trace, annotate: bool = True) -> list[Line]:
+    """The trace as printed, one :class:`Line` per line; :func:`format_trace` joins their text."""
     name_of = trace.name
     fn = trace.kind_function_name
     live = trace.liveness() if annotate else None
@@ -156,46 +206,57 @@ def format_trace(trace, annotate: bool = True) -> str:
         dels = {ln.node: ln.dead_values for ln in compute_liveness(trace).lines}
     else:
         dels = {ln.node: ln.dead_values for ln in live.lines}
-    out = [f"# trace_lab: {trace.kind} program, stage '{trace.stage}'"]
+    out = [Line(f"# trace_lab: {trace.kind} program, stage '{trace.stage}'", "title")]
     if annotate:
-        out.append(f"# {len(trace.ops)} ops; inputs {format_bytes(live.entry_bytes)}; "
-                   f"peak {format_bytes(live.peak_bytes)} "
-                   f"(+{format_bytes(live.peak_above_inputs_bytes)} above inputs)"
-                   + (f" at {live.peak_line.name}" if live.peak_line else ""))
-    out += ["import torch", "aten = torch.ops.aten", ""]
+        out.append(Line(f"# {len(trace.ops)} ops; inputs {format_bytes(live.entry_bytes)}; "
+                        f"peak {format_bytes(live.peak_bytes)} "
+                        f"(+{format_bytes(live.peak_above_inputs_bytes)} above inputs)"
+                        + (f" at {live.peak_line.name}" if live.peak_line else ""), "summary"))
+    out += [Line("import torch", "code"), Line("aten = torch.ops.aten", "code"), Line("", "code")]
     params = ", ".join(name_of(n) for n in trace.inputs)
-    out.append(f"def {fn}({params}):")
+    out.append(Line(f"def {fn}({params}):", "code"))
     for n in trace.inputs:
-        out.append(f'  # {name_of(n)}: "{type_comment(n.meta.get("val"))}"')
+        out.append(Line(f'  # {name_of(n)}: "{type_comment(n.meta.get("val"))}"', "input", name_of(n), n.name))
     for n in trace.graph.nodes:
         if n.op == "get_attr":  # tensor literals of the user's code, held by the program
             value = fx.graph_module._get_attr(trace.gm, n.target)
-            out.append(f'  # {name_of(n)}: "{type_comment(value)}" (constant)')
+            out.append(Line(f'  # {name_of(n)}: "{type_comment(value)}" (constant)', "constant", name_of(n), n.name))
     last_src = None
-    for n in trace.ops:
+    for k, n in enumerate(trace.ops):
         src = source_line(n)
         if src and src != last_src:
-            out.append(f"  # {src}")
+            out.append(Line(f"  # {src}", "source", source=src))
             last_src = src
-        recompute = " (recomputed)" if n.meta.get("recompute") is not None and trace.kind == "backward" else ""
-        line = f"  {_lhs(n, trace)} = {_call(n, name_of)}  # {_types(n, trace)}{recompute}"
+        recomputed = n.meta.get("recompute") is not None and trace.kind == "backward"
+        region = str(n.target) if n.op == "call_module" else None
+        lhs = _lhs(n, trace)
+        rec = Line(f"  {lhs} = {_call(n, name_of)}  # {_types(n, trace)}"
+                   + (" (recomputed)" if recomputed else ""), "op", lhs, n.name, k, region,
+                   recomputed=recomputed, source=src)
         ln = by_node.get(n)
         if ln is not None:
             change = " ".join(x for x in (f"+{format_bytes(ln.allocated)}" if ln.allocated else "",
                                           f"-{format_bytes(ln.freed)}" if ln.freed else "",
                                           f"~{format_bytes(ln.workspace)} inside" if ln.workspace else "") if x) or "+0"
-            mark = f"  <- peak {format_bytes(ln.high_water)}" if live.peak_line is ln else ""
+            rec.peak = live.peak_line is ln
+            mark = f"  <- peak {format_bytes(ln.high_water)}" if rec.peak else ""
             if lower_bound_note(n):  # an op whose scratch could not be measured: the figure is a lower bound
                 mark += f"  {lower_bound_note(n)}"
-            line += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"
-        out.append(line)
+            rec.text += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"
+            rec.live_after, rec.high_water, rec.allocated, rec.freed = ln.live_after, ln.high_water, ln.allocated, ln.freed
+        out.append(rec)
         if n.op == "call_module":
             out.extend(_region_lines(n, trace, "  "))
         if dels.get(n):
-            out.append(f"  del {', '.join(dels[n])}")
+            out.append(Line(f"  del {', '.join(dels[n])}", "del"))
     ret = trace.output_node.args[0]
-    out.append(f"  return {_fmt(ret, name_of)}")
-    return "\n".join(out) + "\n"
+    out.append(Line(f"  return {_fmt(ret, name_of)}", "return"))
+    return out
+
+
+def format_trace(trace, annotate: bool = True) -> str:
+    """The trace as Python text: the text of :func:`trace_lines`, one line each."""
+    return "\n".join(ln.text for ln in trace_lines(trace, annotate)) + "\n"
 
 
 def exec_namespace(trace) -> dict:
