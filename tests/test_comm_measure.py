@@ -126,7 +126,7 @@ def test_multi_process_report_timeline_carries_the_measurement(runs):
     rep = runs[0]["report"]
     assert rep["comparison"]["ok"]
     assert rep["comm"]["total"]["waits"] > 0
-    tl = rep["timeline"]
+    tl = rep["view"]["timeline"]  # the view model carries the timeline
     assert tl["measured"]["total"]["waits"] == rep["comm"]["total"]["waits"]
     assert [t["kind"] for t in tl["programs"]] == ["forward", "backward"]  # the estimated lanes stay
     assert "#0 forward (estimated)" in tl["table"] and "#0 forward (measured)" in tl["table"]

@@ -207,10 +207,10 @@ def test_run_distributed_source_and_report():
     assert [v["rank"] for v in run.values] == [0, 1]
     rep = run.report
     assert rep["options"]["fsdp"] == "zero3" and rep["comparison"]["ok"]
-    tl = rep["timeline"]["programs"]
+    tl = rep["view"]["timeline"]["programs"]  # the view model carries the timeline
     assert [t["kind"] for t in tl] == ["forward", "backward"]
     assert tl[0]["comm_seconds"] > 0 and 0 <= tl[0]["overlap_fraction"] <= 1
-    assert "gather hidden" in rep["timeline"]["table"]
+    assert "gather hidden" in rep["view"]["timeline"]["table"]
     assert set(run.timings) == {0, 1} and all(len(t["run_seconds"]) == 2 for t in run.timings.values())
 
 

@@ -22,7 +22,7 @@ import torch
 
 import trace_lab
 from trace_lab.report import dot_render, render
-from trace_lab.report.html import (LAZY_LINES, TRACE_JS, code_html, part_data, part_traces, report_html,
+from trace_lab.report.html import (LAZY_LINES, TRACE_JS, code_html, part_data, report_html, report_parts,
                                    stage_field, stage_lines, standalone_page, unpack)
 
 MB = 1_000_000
@@ -44,6 +44,11 @@ def big():
     rep = trace_lab.inspect(chain, torch.randn(8, 8), executor="eager", fusion="none", runs=0)
     page = rep._repr_html_()
     return rep, page
+
+
+def part_traces(rep) -> list:
+    """[(label, Traces)] of a local report, straight from its JitFunction (not from the view model the page reads)."""
+    return [(f"{part.kind} #{p.index}", list(part.traces)) for p in rep.jfn.programs for part in p.parts if part.traces]
 
 
 def _section(page: str, i: int) -> str:
@@ -135,7 +140,6 @@ def test_window_and_store_for_local_and_stored_reports(monkeypatch):
     is shown, the store holds every line; a report rebuilt from stored data (--nproc) gets the same view."""
     from trace_lab.report import html as H
     from trace_lab.report.distributed_report import DistributedReport
-    from trace_lab.report.stored import parts_data
 
     def fn(x, w):
         y = torch.relu(x @ w) * 2 + 1
@@ -146,10 +150,10 @@ def test_window_and_store_for_local_and_stored_reports(monkeypatch):
     monkeypatch.setattr(H, "LAZY_LINES", 10)
     monkeypatch.setattr(H, "REGION_HEAD", 2)
     monkeypatch.setattr(H, "REGION_TAIL", 1)
-    stored = DistributedReport.from_dict(rep.to_dict(), trace_parts=parts_data(rep, graphs=False))
+    stored = DistributedReport.from_dict(rep.to_dict())
     for r, how in ((rep, "print(report.traces("), (stored, "print(report.stored_traces(")):
         tab = H.traces_html(r)
-        parts = part_traces(r)
+        parts = part_traces(rep)
         stores = _packed(tab)
         assert len(stores) == len(parts) == 2 and "<script>" in tab and html.escape(how) in tab
         for (label, stages), packed in zip(parts, stores):
@@ -175,7 +179,7 @@ def test_page_script_draws_what_the_server_draws(tmp_path):
     rep = trace_lab.inspect(fn, x, w, executor="eager", fusion="horizontal", runs=0)
     from trace_lab.report.html import pack
 
-    parts = part_traces(rep)
+    parts = [(p.label, p.stages) for p in report_parts(rep)]
     packed = {label: pack(part_data(stages)) for label, stages in parts}
     expect = {label: [re.sub(r'^<div class="tl-code">|</div>$', "", code_html(t, None)) for t in stages]
               for label, stages in parts}

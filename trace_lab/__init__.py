@@ -24,11 +24,18 @@ def inspect(fn, *args, **kwargs):
     return _inspect(fn, *args, **kwargs)
 
 
+def load_report(path):
+    """A Report saved with ``report.save_json(path)``: renders the same text and HTML as when it was saved."""
+    from .report.load import load_report as _load_report
+
+    return _load_report(path)
+
+
 def load_ipython_extension(ipython):  # pragma: no cover - exercised by the notebook tests
     from .notebook.magics import load_ipython_extension as _load
 
     _load(ipython)
 
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "Trace", "Options", "JitFunction",
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "load_report", "Trace", "Options", "JitFunction",
            "TraceLabError", "FUSION_STRATEGIES"]

@@ -3,7 +3,8 @@
 ``python -m trace_lab.cli report --out reports`` inspects every example workload
 (and, unless ``--no-notebooks``, executes the teaching notebooks), writing for
 each a standalone HTML report and its JSON, plus ``index.html`` with one row per
-run. It prints a line per step, so long compiles show progress. A workload that
+run (every file is written from the report's plain data and view model,
+:mod:`trace_lab.report.view_model`). It prints a line per step, so long compiles show progress. A workload that
 fails is reported in the index with its error; the others still run. Exit
 status 1 when any run failed or differs from eager.
 """
@@ -39,7 +40,7 @@ def run_workloads(names, out: Path, device: str, size: str, fusion: str, executo
             report.save_html(out / f"{name}.html")
             report.save_json(out / f"{name}.json")
             (out / f"{name}.txt").write_text(str(report) + "\n\n" + "\n\n".join(
-                str(t) for t in report.traces("forward")[-1:] + report.traces("backward")[-1:]))
+                s.text for s in report.view.stages("forward")[-1:] + report.view.stages("backward")[-1:]))
             rows.append({"workload": name, "ok": report.ok, "summary": dict(report.summary_rows()),
                          "seconds": time.perf_counter() - started})
             _say(f"{name}: done, {'matches eager' if report.ok else 'DIFFERS from eager'}")

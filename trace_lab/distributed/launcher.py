@@ -6,7 +6,7 @@ objects defined in a notebook need no pickling; ``spawn`` for CUDA, which
 cannot be forked), gives each a process group (gloo on CPU, NCCL on GPUs, one
 GPU per rank, rendezvous over TCP on a free port of 127.0.0.1 only), runs the
 target and sends back, per rank, a :class:`RankResult`: the target's return
-value, its Report as plain data (``Report.to_dict()`` plus a ``timeline`` entry),
+value, its Report as plain data (``Report.to_dict()``: its view model holds the timeline),
 its timings and any error with its traceback. A failing rank fails the whole
 run with that traceback (:class:`~trace_lab.errors.TraceLabError`).
 
@@ -106,14 +106,10 @@ def _choose(backend: str, device: str, nproc: int) -> tuple[str, str]:
 
 
 def report_data(report) -> dict:
-    from ..report.timeline import report_timeline
-
-    data = report.to_dict()
-    try:
-        data["timeline"] = report_timeline(report)
-    except Exception as e:  # noqa: BLE001 - a timeline failure must not lose the report
-        data["timeline"] = {"error": f"{type(e).__name__}: {e}"}
-    return data
+    """What a worker sends back of its Report: ``Report.to_dict()``, whose view model carries the printed
+    stages, graphs and timeline (:mod:`trace_lab.report.view_model`); the parent rebuilds it with
+    ``Report.from_dict`` (``DistributedReport.from_ranks``)."""
+    return report.to_dict()
 
 
 def report_timings(report) -> dict:

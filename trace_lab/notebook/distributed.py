@@ -16,8 +16,8 @@ parameters reached its programs: a cell that reaches its model only through an o
 that is not an input module (``wrapper.model(x)``) fails with a TraceLabError instead of
 running unsharded.
 Only plain data comes back: per rank its timings, its differential check and the
-numbers the cell bound; rank 0 adds ``Report.to_dict()`` + timeline and its traces as
-stored text (:mod:`trace_lab.report.stored`). The parent turns that into a
+numbers the cell bound; rank 0 adds ``Report.to_dict()``, whose view model holds its
+printed stages, graphs and timeline (:mod:`trace_lab.report.view_model`). The parent turns that into a
 :class:`~trace_lab.report.distributed_report.DistributedReport`. Names the cell
 binds are NOT written back (they lived in the workers); the notebook is never
 touched, so a failure in any rank leaves it as it was.
@@ -84,7 +84,6 @@ def run_cell_rank(fn, args, options: dict, label: str) -> dict:
     """One rank's run of the cell (module level: the launcher's target). Plain data out."""
     from ..distributed import current
     from ..distributed.launcher import report_data, report_timings
-    from ..report.stored import parts_data
     from .cell import UNBOUND
 
     ctx = current()
@@ -102,7 +101,6 @@ def run_cell_rank(fn, args, options: dict, label: str) -> dict:
     out = {"rank_summary": summary}
     if ctx.rank == 0:
         out["report"] = report_data(report)
-        out["trace_parts"] = parts_data(report)
     return out
 
 

@@ -35,7 +35,7 @@ import time
 import weakref
 
 from ..jit import EXECUTOR_CHOICES, FUSION_STRATEGIES
-from ..report.html import (LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html, part_traces,
+from ..report.html import (LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html, report_parts,
                            report_html, summary_html)
 from .runner import RunOptions
 from .session import Session
@@ -323,15 +323,15 @@ class LabView:
             return
         report = run.report
         self.summary.value = _wrap(summary_html(report))
-        parts = part_traces(report)
-        programs = sorted({label.split(" #")[1] for label, _ in parts}, key=int)
+        parts = report_parts(report)
+        programs = sorted({p.label.split(" #")[1] for p in parts}, key=int)
         self.program_select.unobserve(self._on_part, names="value")
         self.program_select.options = [(f"#{p}" + self._program_reason(report, int(p)), p) for p in programs]
         if programs:
             self.program_select.value = programs[0]
         self.program_select.layout.display = None if len(programs) > 1 else "none"
         self.program_select.observe(self._on_part, names="value")
-        has_backward = any(label.startswith("backward") for label, _ in parts)
+        has_backward = any(p.kind == "backward" for p in parts)
         self.kind_select.unobserve(self._on_part, names="value")
         if not has_backward:
             self.kind_select.value = "forward"
@@ -347,16 +347,16 @@ class LabView:
         return ""
 
     def _current_part(self):
-        """(label, stages) of the shown run's selected program and kind, or None."""
+        """The shown run's selected program part (its view model's PartView), or None."""
         if self._shown is None:
             return None
-        parts = dict(part_traces(self._shown.report))
+        parts = {p.label: p for p in report_parts(self._shown.report)}
         kind = self.kind_select.value
         prog = self.program_select.value
         for k in ((kind,) if kind == "backward" else ("forward", "inference")):
             label = f"{k} #{prog}"
             if label in parts:
-                return label, parts[label]
+                return parts[label]
         return None
 
     def _on_part(self, change=None) -> None:
@@ -368,7 +368,7 @@ class LabView:
                                      "(the cell computed nothing that needs a gradient, or it did not call "
                                      ".backward())</div>")
         else:
-            stages = part[1]
+            stages = part.stages
             self.stage_select.options = [(f"{i}: {t.stage}", i) for i, t in enumerate(stages)]
             self.stage_select.value = len(stages) - 1
             self._on_stage()
@@ -380,20 +380,19 @@ class LabView:
 
     def _refresh_memory(self, part) -> None:
         self.memory.value = _wrap(memory_html([(r.label, r.report) for r in self.table_session.runs],
-                                              part[0] if part else None))
+                                              part.label if part else None))
 
     def _on_stage(self, change=None) -> None:
         part = self._current_part()
         if part is None or self.stage_select.value is None:
             return
-        stage = part[1][self.stage_select.value]
-        text = str(stage)
-        long = len(text.splitlines()) > LAZY_LINES
+        stage = part.stages[self.stage_select.value]
+        long = len(stage.lines) > LAZY_LINES
         self.whole_trace.layout.display = None if long else "none"
         hint = ("Press <b>whole trace</b> above to draw every line; the text of any stage: "
                 "<code>print(report.traces(kind)[k])</code> (keep the Report with <code>-o report</code>).")
         self.trace.value = _wrap(code_html(stage, None if self.whole_trace.value else LAZY_LINES,
-                                           how_to_see_all=hint, text=text))
+                                           how_to_see_all=hint))
 
     def _on_tab(self, change) -> None:
         if change["new"] == 2 and not self.graph.value:
@@ -406,12 +405,12 @@ class LabView:
         if part is None:
             self.graph.value = _wrap('<div class="tl-placeholder">no program for this selection</div>')
             return
-        key = (id(self._shown), part[0])
+        key = (id(self._shown), part.label)
         if key not in self._graph_cache:
-            stages = part[1]
-            head = (f"<h5>{esc(self._shown.label)} &middot; {esc(part[0])}: {esc(stages[0].stage)} ({len(stages[0].ops)} "
-                    f"lines) &rarr; {esc(stages[-1].stage)} ({len(stages[-1].ops)} lines)</h5>")
-            self._graph_cache[key] = _wrap(head + graph_view_html(stages[0], stages[-1]))
+            stages = part.stages
+            head = (f"<h5>{esc(self._shown.label)} &middot; {esc(part.label)}: {esc(stages[0].stage)} ({stages[0].n_ops} "
+                    f"lines) &rarr; {esc(stages[-1].stage)} ({stages[-1].n_ops} lines)</h5>")
+            self._graph_cache[key] = _wrap(head + graph_view_html(part))
         self.graph.value = self._graph_cache[key]
 
     # -- display ---------------------------------------------------------------------------

@@ -1,13 +1,13 @@
 """DistributedReport: rank 0's Report of a multi-process run, rebuilt from plain data, plus every rank.
 
 A ``--nproc`` run compiles and runs the cell in worker processes; only plain data
-comes back (see :mod:`trace_lab.notebook.distributed`): rank 0's ``Report.to_dict()``
-with its estimated ``timeline`` (:mod:`trace_lab.report.timeline`), rank 0's traces as
-stored text and memory (:mod:`trace_lab.report.stored`, field ``trace_parts``), and per
-rank its timings, differential check and the scalar values the cell bound. A
-:class:`DistributedReport` is a :class:`~trace_lab.report.Report` built from that data
-(``jfn`` is None, ``traces()`` is []; ``stored_traces(part)`` gives the stored stages):
-the Trace, Graph and Memory views read ``trace_parts``; the Summary gains how the run was launched, one row per rank, the
+comes back (see :mod:`trace_lab.notebook.distributed`): rank 0's ``Report.to_dict()``,
+whose view model (:mod:`trace_lab.report.view_model`) holds its printed stages, graphs
+and estimated timeline (:mod:`trace_lab.report.timeline`), and per rank its timings,
+differential check and the scalar values the cell bound. A :class:`DistributedReport`
+is a :class:`~trace_lab.report.Report` built from that data (``jfn`` is None;
+``stored_traces(part)`` and ``traces()`` give the model's stages): every view reads the
+model as for a local run; the Summary gains how the run was launched, one row per rank, the
 line saying that names are not written back, and the timeline (table and one SVG per
 program part: compute and communication lanes, exposed communication, overlap).
 """
@@ -31,23 +31,25 @@ def _scalar_text(scalars: dict) -> str:
 class DistributedReport(Report):
     launch: dict = field(default_factory=dict)  # nproc, backend, device, fsdp
     ranks: list[dict] = field(default_factory=list)  # per rank: timings, ok, max_abs_diff, scalars
-    timeline: dict | None = None  # rank 0's report_timeline(): {"programs": [...], "table": str}
-    trace_parts: list[dict] = field(default_factory=list, repr=False)  # rank 0's stored traces
 
     @classmethod
     def from_ranks(cls, values: list[dict], launch: dict) -> "DistributedReport":
-        """From the workers' return values (rank order; rank 0 carries ``report`` and ``trace_parts``)."""
-        data = dict(values[0]["report"])
-        timeline = data.pop("timeline", None)
-        return cls.from_dict(data, launch=dict(launch), ranks=[v["rank_summary"] for v in values],
-                             timeline=timeline, trace_parts=values[0].get("trace_parts", []))
+        """From the workers' return values (rank order; rank 0 carries ``report``: its ``to_dict()``)."""
+        return cls.from_dict(values[0]["report"], launch=dict(launch), ranks=[v["rank_summary"] for v in values])
+
+    @property
+    def timeline(self) -> dict | None:
+        """Rank 0's timeline (view model): {"programs": [...], "table": str, "measured"?} or {"error": ...}."""
+        return self.view.timeline
 
     def stored_traces(self, part: str = "forward #0") -> list:
         """Rank 0's stages of one program part (``"forward #0"``, ``"backward #0"``, ...) as
-        :class:`~trace_lab.report.stored.StoredTrace` (``str()`` is the trace text); [] if absent."""
-        from .stored import stored_part_traces
+        :class:`~trace_lab.report.view_model.StageView` (``str()`` is the trace text); [] if absent."""
+        found = self.view.part(part)
+        return list(found.stages) if found else []
 
-        return dict(stored_part_traces(self.trace_parts)).get(part, [])
+    def stage_access(self, label: str, kind: str, position: int, k: int) -> str:
+        return f"report.stored_traces({label!r})[{k}]"
 
     def launch_note(self) -> str:
         la = self.launch

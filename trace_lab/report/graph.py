@@ -25,6 +25,9 @@ and in ``digraph.notes``. The model (:mod:`.graph_model`) is built in time
 linear in the trace; layout time is bounded by the node cap and by
 :func:`~trace_lab.report.dot_render.render_svg`'s timeout. :func:`graph_view_html` lays out the
 before/after graphs of one program side by side (rendered by :mod:`.dot_render`).
+
+Graphs are data first: :func:`graph_data` is the picture as plain data (what a Report's
+view model keeps, :mod:`.view_model`), and :func:`digraph` makes the DOT from it on demand.
 """
 from __future__ import annotations
 
@@ -40,7 +43,8 @@ from .dot_render import dot_available, graph_html, viz_loader_html
 from .graph_model import (DEFAULT_MAX_NODES, PEAK_COLOR, _cluster_id, _html_label, _plan, _safe_id, dot_escape,
                           input_kind, is_recomputed, live_at_peak)
 
-__all__ = ["TraceDigraph", "trace_graph", "before_after", "graph_view_html", "input_kind", "is_recomputed", "live_at_peak",
+__all__ = ["TraceDigraph", "trace_graph", "graph_data", "digraph", "before_after", "before_after_data",
+           "graph_view_html", "graph_pair_html", "input_kind", "is_recomputed", "live_at_peak",
            "dot_escape", "DEFAULT_MAX_NODES"]
 
 
@@ -76,8 +80,23 @@ def trace_graph(trace: Trace, *, highlight_peak: bool = True, collapse_regions: 
     window of lines around the peak line is kept (a window can cut through an
     open region); what was left out is listed in ``.notes`` and in a note node.
     ``materialized_regions`` selects the liveness model (True: the executor runs
-    regions op by op, as the eager executor does).
+    regions op by op, as the eager executor does). The picture is :func:`graph_data`, drawn
+    by :func:`digraph`.
     """
+    return digraph(graph_data(trace, highlight_peak=highlight_peak, collapse_regions=collapse_regions,
+                              line_range=line_range, max_nodes=max_nodes, materialized_regions=materialized_regions,
+                              rankdir=rankdir, title=title, _focus=_focus))
+
+
+def graph_data(trace: Trace, *, highlight_peak: bool = True, collapse_regions: bool | None = None,
+               line_range: tuple[int, int] | None = None, max_nodes: int = DEFAULT_MAX_NODES,
+               materialized_regions: bool | None = None, rankdir: str = "TB",
+               title: str | None = None, _focus: set[str] | None = None) -> dict:
+    """The graph :func:`trace_graph` draws, as plain data (JSON-ready): graph, node and edge attributes,
+    nodes (``[id, label, attrs]``, labels already escaped), clusters (fused regions: id, attributes,
+    nodes), edges (``[src, dst, label]``), the notes on what was left out, and what the picture shows
+    (``value_ids``, ``shown_range``, ``collapsed``, ``peak_node_id``, ``live_at_peak_ids``, ``fx_names``;
+    ``kind``, ``stage``, ``ops`` of the trace). :func:`digraph` makes the DOT from it."""
     if not isinstance(trace, Trace):
         raise TypeError(f"trace_graph needs a trace_lab Trace, got {type(trace).__name__}")
     if max_nodes < 1:
@@ -85,37 +104,64 @@ def trace_graph(trace: Trace, *, highlight_peak: bool = True, collapse_regions: 
     plan = _plan(trace, materialized_regions, collapse_regions, line_range, max_nodes, highlight_peak, _focus)
     model, notes = plan.model, plan.notes
     live = trace.liveness(materialized_regions)
-    g = TraceDigraph(name=_safe_id("trace_", f"{trace.kind}_{trace.stage}"))
-    g.notes, g.value_ids, g.shown_range, g.collapsed = notes, model.value_ids, plan.shown_range, plan.collapsed
-    g.fx_names = set(model.fx_names)
-    g.peak_node_id, g.live_at_peak_ids = model.peak_id, set(model.live_ids)
     head = title or f"{trace.kind} · stage '{trace.stage}' · {len(trace.ops)} ops"
     peak = (f"peak {format_bytes(live.peak_bytes)} at {live.peak_line.name}" if live.peak_line
             else f"peak {format_bytes(live.peak_bytes)} at entry")
     legend = "red outline: live at the peak · dashed: recomputed · clusters: fused regions" if highlight_peak \
         else "dashed: recomputed · clusters: fused regions"
-    g.attr(rankdir=rankdir, newrank="true", fontname="Helvetica", fontsize="11", labelloc="t",
-           label=_html_label([(head, "b"), (peak, "small"), (legend, "small")]))
-    g.attr("node", fontname="Helvetica", fontsize="10", margin="0.06,0.03", height="0.3")
-    g.attr("edge", fontname="Helvetica", fontsize="8", color="#6b7280", fontcolor="#374151", arrowsize="0.6")
+    nodes = []
     if notes:
         rows = [("left out of this picture", "b")]
         rows += [(line, "small") for n in notes for line in textwrap.wrap(n, 80)]
-        g.node("notes", _html_label(rows),
-               shape="note", style="filled", fillcolor="#fff7ed", color="#c2410c")
-    for nid, node in model.nodes.items():
-        if node.cluster is None:
-            g.node(nid, node.label, **node.attrs)
+        nodes.append(["notes", _html_label(rows), {"shape": "note", "style": "filled", "fillcolor": "#fff7ed",
+                                                   "color": "#c2410c"}])
+    nodes += [[nid, node.label, dict(node.attrs)] for nid, node in model.nodes.items() if node.cluster is None]
+    clusters = []
     for cname, info in model.clusters.items():
-        with g.subgraph(name=_cluster_id(cname)) as c:
-            c.attr(label=_html_label([(info["label"], "b")]), style="filled,rounded", fillcolor=info["color"],
-                   color=PEAK_COLOR if (info["peak"] and highlight_peak) else "#6b7280",
-                   penwidth="2.5" if (info["peak"] and highlight_peak) else "1")
-            for nid, node in model.nodes.items():
-                if node.cluster == cname:
-                    c.node(nid, node.label, **node.attrs)
-    for (src, dst), values in model.edges.items():
-        g.edge(src, dst, label=dot_escape(format_bytes(sum(values.values()))))
+        hot = info["peak"] and highlight_peak
+        clusters.append({"id": _cluster_id(cname),
+                         "attrs": {"label": _html_label([(info["label"], "b")]), "style": "filled,rounded",
+                                   "fillcolor": info["color"], "color": PEAK_COLOR if hot else "#6b7280",
+                                   "penwidth": "2.5" if hot else "1"},
+                         "nodes": [[nid, node.label, dict(node.attrs)] for nid, node in model.nodes.items()
+                                   if node.cluster == cname]})
+    return {
+        "name": _safe_id("trace_", f"{trace.kind}_{trace.stage}"), "kind": trace.kind, "stage": trace.stage,
+        "ops": len(trace.ops),
+        "attrs": {"rankdir": rankdir, "newrank": "true", "fontname": "Helvetica", "fontsize": "11", "labelloc": "t",
+                  "label": _html_label([(head, "b"), (peak, "small"), (legend, "small")])},
+        "node_attrs": {"fontname": "Helvetica", "fontsize": "10", "margin": "0.06,0.03", "height": "0.3"},
+        "edge_attrs": {"fontname": "Helvetica", "fontsize": "8", "color": "#6b7280", "fontcolor": "#374151",
+                       "arrowsize": "0.6"},
+        "nodes": nodes, "clusters": clusters,
+        "edges": [[src, dst, dot_escape(format_bytes(sum(values.values())))]
+                  for (src, dst), values in model.edges.items()],
+        "notes": list(notes), "value_ids": dict(model.value_ids),
+        "shown_range": list(plan.shown_range) if plan.shown_range is not None else None,
+        "collapsed": plan.collapsed, "peak_node_id": model.peak_id,
+        "live_at_peak_ids": sorted(model.live_ids), "fx_names": sorted(model.fx_names),
+    }
+
+
+def digraph(data: dict) -> TraceDigraph:
+    """The :class:`TraceDigraph` (DOT) of :func:`graph_data`'s data."""
+    g = TraceDigraph(name=data["name"])
+    g.notes, g.value_ids, g.collapsed = list(data["notes"]), dict(data["value_ids"]), data["collapsed"]
+    g.shown_range = tuple(data["shown_range"]) if data["shown_range"] is not None else None
+    g.fx_names = set(data["fx_names"])
+    g.peak_node_id, g.live_at_peak_ids = data["peak_node_id"], set(data["live_at_peak_ids"])
+    g.attr(**data["attrs"])
+    g.attr("node", **data["node_attrs"])
+    g.attr("edge", **data["edge_attrs"])
+    for nid, label, attrs in data["nodes"]:
+        g.node(nid, label, **attrs)
+    for cluster in data["clusters"]:
+        with g.subgraph(name=cluster["id"]) as c:
+            c.attr(**cluster["attrs"])
+            for nid, label, attrs in cluster["nodes"]:
+                c.node(nid, label, **attrs)
+    for src, dst, label in data["edges"]:
+        g.edge(src, dst, label=label)
     return g
 
 
@@ -126,9 +172,16 @@ def before_after(trace_before: Trace, trace_after: Trace, **options) -> tuple[Tr
     fx node kept its name. If the first graph had to be cut to a window of
     lines, the second is cut to the lines that hold the same fx nodes.
     """
-    before = trace_graph(trace_before, **options)
-    focus = before.fx_names if before.shown_range is not None and options.get("line_range") is None else None
-    after = trace_graph(trace_after, _focus=focus, **options)
+    before, after = before_after_data(trace_before, trace_after, **options)
+    return digraph(before), digraph(after)
+
+
+def before_after_data(trace_before: Trace, trace_after: Trace, **options) -> tuple[dict, dict]:
+    """:func:`before_after` as :func:`graph_data` (plain data)."""
+    before = graph_data(trace_before, **options)
+    focus = set(before["fx_names"]) if before["shown_range"] is not None and options.get("line_range") is None \
+        else None
+    after = graph_data(trace_after, _focus=focus, **options)
     return before, after
 
 
@@ -136,19 +189,22 @@ def graph_view_html(trace_before, trace_after, *, height: str = "600px", use_dot
                     include_js: bool = True, compress: bool = False, **graph_options) -> str:
     """Before/after graphs of one program, side by side, with a toggle (side by side / before / after).
 
-    Traces read back from another process (:class:`trace_lab.report.stored.StoredTrace`) bring
-    their graphs' DOT source along (``stored_graphs()``) and are laid out here. The renderer is included
-    once when a graph needs it and ``include_js``; ``compress`` as in :func:`.dot_render.graph_html`."""
-    if hasattr(trace_before, "stored_graphs"):
-        g_before, g_after = trace_before.stored_graphs()
-    else:
-        g_before, g_after = before_after(trace_before, trace_after, **graph_options)
+    The renderer is included once when a graph needs it and ``include_js``; ``compress`` as in
+    :func:`.dot_render.graph_html`. :func:`graph_pair_html` draws the same from graph data."""
+    before, after = before_after_data(trace_before, trace_after, **graph_options)
+    return graph_pair_html(before, after, height=height, use_dot=use_dot, include_js=include_js, compress=compress)
+
+
+def graph_pair_html(before: dict, after: dict, *, height: str = "600px", use_dot: bool | None = None,
+                    include_js: bool = True, compress: bool = False) -> str:
+    """:func:`graph_view_html` from two :func:`graph_data` graphs (e.g. a report's view model)."""
     vid = "tlgv-" + uuid.uuid4().hex[:12]
     panes = []
-    for side, trace, g in (("before", trace_before, g_before), ("after", trace_after, g_after)):
-        title = f"{side}: {trace.kind} · {trace.stage} · {len(trace.ops)} ops"
+    for side, data in (("before", before), ("after", after)):
+        title = f"{side}: {data['kind']} · {data['stage']} · {data['ops']} ops"
         panes.append(f"<div class='tl-gv-pane tl-gv-{side}'><h4>{_html.escape(title)}</h4>"
-                     f"{graph_html(g, height=height, include_js=False, use_dot=use_dot, compress=compress)}</div>")
+                     f"{graph_html(digraph(data), height=height, include_js=False, use_dot=use_dot, compress=compress)}"
+                     "</div>")
     needs_viz = any("data-tl-viz" in p for p in panes)
     loader = viz_loader_html(compressed=compress) if needs_viz and include_js else ""
     radios, labels = [], []

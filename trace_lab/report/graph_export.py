@@ -25,6 +25,7 @@ def _slug(s) -> str:
 def _groups(report_or_traces) -> list[tuple[str, list]]:
     """[(file stem, stages)] from a Report, a list of Traces, or one Trace."""
     from ..trace import Trace
+    from .parts import program_parts
 
     if isinstance(report_or_traces, Trace):
         return [(f"{report_or_traces.kind}", [report_or_traces])]
@@ -33,8 +34,7 @@ def _groups(report_or_traces) -> list[tuple[str, list]]:
         if jfn is None:
             raise ValueError("this Report has no programs attached (loaded from JSON?); pass Traces instead")
         name = _slug(getattr(report_or_traces, "name", "report"))
-        return [(f"{name}_p{p.index}_{part.kind}", list(part.traces))
-                for p in jfn.programs for part in p.parts if part.traces]
+        return [(f"{name}_p{p.index}_{part.kind}", list(part.traces)) for _, p, part in program_parts(jfn)]
     traces = list(report_or_traces)
     bad = [type(t).__name__ for t in traces if not isinstance(t, Trace)]
     if bad:

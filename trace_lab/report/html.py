@@ -11,7 +11,8 @@ Guarantees: every string that can come from user code (names, labels, source
 lines inside traces, warnings, error messages) is escaped, either by ``esc`` or
 by pygments' formatter; the page is self-contained (inline CSS, no network),
 so a saved report opens offline. The graph view and the memory plot come from
-:mod:`trace_lab.report.optional_views` and are placeholders when absent.
+:mod:`trace_lab.report.optional_views` (placeholders when a view fails). Every view reads the
+report's view model (:mod:`trace_lab.report.view_model`), never a Trace.
 
 Size: a notebook keeps every output in the .ipynb, so one report stays well
 under 1 MB whatever the program's size. A stage longer than ``LAZY_LINES`` is
@@ -28,19 +29,16 @@ the renderer once per report.
 """
 from __future__ import annotations
 
-import base64
-import gzip
-import html
-import json
 import re
 import uuid
 from functools import lru_cache
 
 from .packing import INFLATE_JS, esc, pack, unpack  # noqa: F401 - re-exported
+from .view_model import line_region
 
-__all__ = ["esc", "CSS", "code_html", "summary_html", "traces_html", "graphs_html", "memory_html",
-           "compare_html", "tabs_html", "report_html", "standalone_page", "memory_curves", "part_traces", "error_html",
-           "trace_html", "css", "pack", "unpack", "INFLATE_JS", "LAZY_LINES", "part_data", "stage_lines"]
+__all__ = ["esc", "code_html", "summary_html", "traces_html", "graphs_html", "memory_html",
+           "compare_html", "tabs_html", "report_html", "standalone_page", "memory_curves", "report_parts", "error_html",
+           "css", "pack", "unpack", "INFLATE_JS", "LAZY_LINES", "part_data", "stage_lines"]
 
 TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare"]
 
@@ -131,8 +129,6 @@ def css() -> str:
     return _BASE_CSS + _pygments()[2]
 
 
-CSS = _BASE_CSS  # kept for callers that only need the base rules
-
 
 def highlight_lines(text: str) -> list[str]:
     """Pygments-highlighted HTML of ``text``, one string per line (content escaped)."""
@@ -143,8 +139,6 @@ def highlight_lines(text: str) -> list[str]:
 
 
 # -- one trace ------------------------------------------------------------------------------
-_OP_LINE = re.compile(r"^  [^ #].* = .*\| live ")
-_REGION_INNER = re.compile(r"^    # ")
 
 
 def _fmt_bytes(n) -> str:
@@ -249,28 +243,26 @@ TRACE_JS = INFLATE_JS + r"""if (!window.__tlTraceInit) { window.__tlTraceInit = 
 """
 
 
-def _layout(trace, text: str | None = None):
-    """(lines, liveness, rows, mem_index): rows are (line, op line's liveness or None, folded inner lines)."""
-    text = str(trace) if text is None else text
-    live = trace.liveness()
-    lines = text.splitlines()
-    op_idx = [i for i, ln in enumerate(lines) if _OP_LINE.match(ln)]
-    paired = len(op_idx) == len(live.lines)
-    mem = {i: live.lines[k] for k, i in enumerate(op_idx)} if paired else {}
+def _layout(stage):
+    """(lines, rows): rows are (line, the line's record when it carries memory, else None, folded inner lines).
+
+    ``stage`` is a :class:`~trace_lab.report.view_model.StageView`: its lines are the printer's records."""
+    recs = stage.lines
     rows, i = [], 0
-    while i < len(lines):
-        m = mem.get(i)
+    while i < len(recs):
+        m = recs[i] if recs[i].has_memory else None
         j = i + 1
-        while m is not None and j < len(lines) and _REGION_INNER.match(lines[j]) and m.node.op == "call_module":
-            j += 1
+        if m is not None and line_region(m) is not None:  # a fused region: its ops follow, folded under it
+            while j < len(recs) and recs[j].role == "region_op":
+                j += 1
         rows.append((i, m, j - i - 1))
         i = j
-    return lines, live, rows, {i: k for k, i in enumerate(op_idx)} if paired else {}
+    return [ln.text for ln in recs], rows
 
 
-def _scale(live):
+def _scale(stage):
     # bars show bytes above the inputs (inputs are held by the caller and never freed)
-    return live.entry_bytes, max(live.peak_bytes - live.entry_bytes, 1)
+    return stage.entry_bytes, max(stage.peak_bytes - stage.entry_bytes, 1)
 
 
 def _inner_lines(row, capped: bool) -> tuple[list[int], list[int]]:
@@ -282,7 +274,7 @@ def _inner_lines(row, capped: bool) -> tuple[list[int], list[int]]:
     return inner[:REGION_HEAD], inner[-REGION_TAIL:]
 
 
-def _row_html(shown, row, base, scale, peak_line, capped: bool = False) -> str:
+def _row_html(shown, row, base, scale, capped: bool = False) -> str:
     i, m, n_inner = row
     if m is not None:
         pct = 100.0 * max(m.live_after - base, 0) / scale
@@ -293,7 +285,7 @@ def _row_html(shown, row, base, scale, peak_line, capped: bool = False) -> str:
                f'<i style="width:{pct:.1f}%"></i></span>')
     else:
         bar = '<span class="tl-bar tl-nb"></span>'
-    cls = "tl-l tl-pk" if (m is not None and m is peak_line) else "tl-l"
+    cls = "tl-l tl-pk" if (m is not None and m.peak) else "tl-l"
     if not n_inner:
         return f'<div class="{cls}">{bar}<code>{shown[i]}</code></div>'
     first, last = _inner_lines(row, capped)
@@ -305,36 +297,34 @@ def _row_html(shown, row, base, scale, peak_line, capped: bool = False) -> str:
             f'<span class="tl-fold">{n_inner} ops</span></code></div></summary>{inner}</details>')
 
 
-def _window_rows(rows, n_lines, peak_line) -> set[int]:
+def _window_rows(rows, n_lines) -> set[int]:
     """Indices of the rows a windowed stage shows: the head, the rows around the peak, the tail."""
     keep = set()
     for r, (i, m, n) in enumerate(rows):
         if i < HEAD_LINES or i + n >= n_lines - TAIL_LINES:
             keep.add(r)
-    peak_row = next((r for r, (_, m, _) in enumerate(rows) if m is not None and m is peak_line), None)
+    peak_row = next((r for r, (_, m, _) in enumerate(rows) if m is not None and m.peak), None)
     if peak_row is not None:
         keep.update(range(max(peak_row - PEAK_CONTEXT, 0), min(peak_row + PEAK_CONTEXT + 1, len(rows))))
     return keep
 
 
-def code_html(trace, max_lines: int | None = LAZY_LINES, *, data_id: str | None = None, stage: int = 0,
-              how_to_see_all: str = "", text: str | None = None) -> str:
-    """One trace: highlighted lines, a live-bytes bar per op line, the peak line marked,
-    each fused region's ops folded under its line. Falls back to plain highlighting
-    if the printed text and the liveness lines do not pair up.
+def code_html(view, max_lines: int | None = LAZY_LINES, *, data_id: str | None = None, stage: int = 0,
+              how_to_see_all: str = "") -> str:
+    """One stage (a :class:`~trace_lab.report.view_model.StageView`): highlighted lines, a live-bytes
+    bar per op line, the peak line marked, each fused region's ops folded under its line.
 
     Longer than ``max_lines`` (None: never): a window (the first lines, the lines around
     the peak, the last lines) with a line saying what each gap hides. ``data_id`` names the
     element holding the part's packed data (:func:`part_data_html`): the view then gets a
     "show all N lines" button that draws every line in the browser; ``how_to_see_all`` is
     shown next to it (or alone) to say how else to read the whole trace."""
-    lines, live, rows, _ = _layout(trace, text)
-    base, scale = _scale(live)
-    peak_line = live.peak_line
+    lines, rows = _layout(view)
+    base, scale = _scale(view)
     if max_lines is None or len(lines) <= max_lines:
         shown = highlight_lines("\n".join(lines))
-        return f'<div class="tl-code">{"".join(_row_html(shown, r, base, scale, peak_line) for r in rows)}</div>'
-    keep = _window_rows(rows, len(lines), peak_line)
+        return f'<div class="tl-code">{"".join(_row_html(shown, r, base, scale) for r in rows)}</div>'
+    keep = _window_rows(rows, len(lines))
     # highlight only the lines shown (no token spans a line, so each line comes out as in the whole text)
     needed = sorted(j for r in keep for part in ([rows[r][0]], *_inner_lines(rows[r], True)) for j in part)
     shown = dict(zip(needed, highlight_lines("\n".join(lines[j] for j in needed))))
@@ -346,11 +336,11 @@ def code_html(trace, max_lines: int | None = LAZY_LINES, *, data_id: str | None 
         if hidden_from is not None:
             out.append(_gap_html(hidden_from, row[0]))
             hidden_from = None
-        out.append(_row_html(shown, row, base, scale, peak_line, capped=True))
+        out.append(_row_html(shown, row, base, scale, capped=True))
     if hidden_from is not None:
         out.append(_gap_html(hidden_from, len(lines)))
     n_shown = len(needed)
-    peak_at = next((i for i, m, _ in rows if m is not None and m is peak_line), None)
+    peak_at = next((i for i, m, _ in rows if m is not None and m.peak), None)
     where = f", the peak is line {peak_at + 1:,}" if peak_at is not None else ""
     button = ""
     if data_id is not None:
@@ -373,7 +363,7 @@ def _deltas(xs: list[int]) -> list[int]:
     return [x - (xs[k - 1] if k else 0) for k, x in enumerate(xs)]
 
 
-def part_data(stages, texts: list[str] | None = None) -> dict:
+def part_data(stages) -> dict:
     """Every stage of one program part as plain data for the browser: one table of distinct lines
     shared by the stages; per stage its lines as indices into the table, the op lines (the k-th
     carries ``mem[k]`` = [live_after, high_water, allocated, freed]), the folded regions
@@ -381,12 +371,13 @@ def part_data(stages, texts: list[str] | None = None) -> dict:
     delta-coded (they mostly step by 1 or 3, which gzip stores in almost nothing)."""
     table: dict[str, int] = {}
     out, plain = [], []
-    for k, t in enumerate(stages):
-        lines, live, rows, op_of = _layout(t, texts[k] if texts else None)
-        base, scale = _scale(live)
-        mem_lines = live.lines if op_of else []
-        peak_k = next((n for n, m in enumerate(mem_lines) if m is live.peak_line), -1)
-        st = {"idx": [table.setdefault(ln, len(table)) for ln in lines], "ops": sorted(op_of),
+    for t in stages:
+        lines, rows = _layout(t)
+        base, scale = _scale(t)
+        mem_lines = t.op_lines
+        peak_k = next((n for n, m in enumerate(mem_lines) if m.peak), -1)
+        st = {"idx": [table.setdefault(ln, len(table)) for ln in lines],
+              "ops": [i for i, ln in enumerate(t.lines) if ln.has_memory],
               "fold": [[i, n] for i, _, n in rows if n],
               "mem": [[m.live_after, m.high_water, m.allocated, m.freed] for m in mem_lines]}
         plain.append(st)
@@ -455,27 +446,16 @@ def stage_lines(data: dict, stage: int) -> list[str]:
     return [data["lines"][i] for i in stage_field(data, stage, "idx")]
 
 
-def part_data_html(data_id: str, stages, texts: list[str] | None = None) -> str:
+def part_data_html(data_id: str, stages) -> str:
     """The hidden element holding :func:`part_data` packed (gzip + base64)."""
-    return f'<div class="tl-z" hidden id="{esc(data_id)}" data-tlz="{pack(part_data(stages, texts))}"></div>'
+    return f'<div class="tl-z" hidden id="{esc(data_id)}" data-tlz="{pack(part_data(stages))}"></div>'
 
 
 # -- report parts ----------------------------------------------------------------------------
-def part_traces(report) -> list[tuple[str, list]]:
-    """[(label, stages)] for every program part of a report, e.g. ('forward #0', [Trace, ...]).
-
-    A report rebuilt from another process's data has no Traces; its stored text and memory
-    (``trace_parts``, :mod:`trace_lab.report.stored`) stand in for them."""
-    if report.jfn is None and getattr(report, "trace_parts", None):
-        from .stored import stored_part_traces
-
-        return stored_part_traces(report.trace_parts)
-    out = []
-    for p in (report.jfn.programs if report.jfn is not None else []):
-        for part in p.parts:
-            if part.traces:
-                out.append((f"{part.kind} #{p.index}", list(part.traces)))
-    return out
+def report_parts(report) -> list:
+    """The program parts of a report's view model (:class:`~trace_lab.report.view_model.PartView`: label
+    'forward #0', stages, graphs), whether the run was here, in another process or loaded from JSON."""
+    return list(report.view.parts)
 
 
 def _extra_summary_rows(report) -> list[tuple[str, str]]:
@@ -501,17 +481,12 @@ def summary_html(report) -> str:
         status = '<div class="tl-bad">compiled result differs from eager: ' + esc(
             "; ".join(report.comparison.get("problems", [])[:3])) + "</div>"
     warns = "".join(f'<div class="tl-warn">warning: {esc(w)}</div>' for w in report.warnings)
-    extra = report.summary_extra_html() if hasattr(report, "summary_extra_html") else ""  # e.g. a timeline
+    extra = report.summary_extra_html()  # e.g. a timeline
     return f"{status}<table>{body}</table>{warns}{extra}"
 
 
-def _see_all_hint(report, label: str, k: int) -> str:
-    kind, _, prog = label.partition(" #")
-    if report.jfn is None:
-        how = f"<code>print(report.stored_traces({esc(repr(label))})[{k}])</code>"
-    else:
-        pos = next((n for n, p in enumerate(report.jfn.programs) if str(p.index) == prog), -1)
-        how = f"<code>print(report.traces({esc(repr(kind))}, {pos})[{k}])</code>"
+def _see_all_hint(report, part, k: int) -> str:
+    how = f"<code>print({esc(report.stage_access(part.label, part.kind, part.position, k))})</code>"
     return (f"The whole text: {how}, or <code>report.save_html(path)</code> and open the file in a browser "
             "(&ldquo;show all&rdquo; needs the page's script: a trusted notebook or an HTML export).")
 
@@ -522,33 +497,32 @@ def _body(text: str) -> str:
 
 
 def traces_html(report) -> str:
-    parts = part_traces(report)
+    parts = report_parts(report)
     if not parts:
         return '<div class="tl-placeholder">no program was compiled</div>'
     out, lazy = [], False
-    for label, stages in parts:
+    for part in parts:
+        label, stages = part.label, part.stages
         inner = []
-        texts = [str(t) for t in stages]
+        texts = [t.text for t in stages]
         long = any(len(text.splitlines()) > LAZY_LINES for text in texts)
         data_id = "tlz" + uuid.uuid4().hex[:12] if long else None
         last = {_body(text): k for k, text in enumerate(texts)}  # passes that changed nothing: say so
         for k, (t, text) in enumerate(zip(stages, texts)):
-            live = t.liveness()
             same = last[_body(text)]
-            head = (f"stage {k}: {esc(t.stage)} &mdash; {len(t.ops)} ops, peak {esc(_fmt_bytes(live.peak_bytes))} "
-                    f"(+{esc(_fmt_bytes(live.peak_above_inputs_bytes))} above inputs)"
+            head = (f"stage {k}: {esc(t.stage)} &mdash; {t.n_ops} ops, peak {esc(_fmt_bytes(t.peak_bytes))} "
+                    f"(+{esc(_fmt_bytes(t.peak_above_inputs_bytes))} above inputs)"
                     + (f" &mdash; same lines as stage {same} (a new title only)" if same != k else ""))
             opened = " open" if k == len(stages) - 1 else ""
             if data_id is not None and same != k:  # a long part: no second window of the same lines
                 body = (f'<div class="tl-placeholder">the lines of stage {same} (open it below); only the title '
                         f"differs</div>")
             else:
-                body = code_html(t, LAZY_LINES, data_id=data_id, stage=k,
-                                 how_to_see_all=_see_all_hint(report, label, k), text=text)
+                body = code_html(t, LAZY_LINES, data_id=data_id, stage=k, how_to_see_all=_see_all_hint(report, part, k))
             inner.append(f"<details{opened}><summary>{head}</summary>{body}</details>")
         store = ""
         if data_id is not None:
-            store, lazy = part_data_html(data_id, stages, texts), True
+            store, lazy = part_data_html(data_id, stages), True
         out.append(f"<details open><summary><b>{esc(label)}</b> ({len(stages)} stages)</summary>"
                    f"<div style='margin-left:12px'>{''.join(inner)}</div>{store}</details>")
     if lazy:
@@ -561,12 +535,12 @@ def graphs_html(report, max_parts: int = 2) -> str:
     in-browser renderer (when ``dot`` is absent) is embedded once for all parts."""
     from .optional_views import graph_view_html
 
-    all_parts = part_traces(report)
+    all_parts = report_parts(report)
     parts = all_parts[:max_parts]
     if not parts:
         return '<div class="tl-placeholder">no program was compiled</div>'
-    views = [f"<h5>{esc(label)}: {esc(stages[0].stage)} &rarr; {esc(stages[-1].stage)}</h5>"
-             f"{graph_view_html(stages[0], stages[-1], include_js=False, compress=True)}" for label, stages in parts]
+    views = [f"<h5>{esc(p.label)}: {esc(p.stages[0].stage)} &rarr; {esc(p.stages[-1].stage)}</h5>"
+             f"{graph_view_html(p, include_js=False, compress=True)}" for p in parts]
     loader = ""
     if any("data-tl-viz" in v for v in views):
         from .render import viz_loader_html
@@ -575,7 +549,7 @@ def graphs_html(report, max_parts: int = 2) -> str:
     rest = ""
     if len(all_parts) > max_parts:
         rest = (f'<div class="tl-placeholder">{len(all_parts) - max_parts} more program parts not drawn here: '
-                f"{esc(', '.join(label for label, _ in all_parts[max_parts:]))} "
+                f"{esc(', '.join(p.label for p in all_parts[max_parts:]))} "
                 "(<code>trace_lab.report.graph_export.save_graphs(report, folder)</code> draws them all)</div>")
     return loader + "".join(views) + rest
 
@@ -584,9 +558,9 @@ def memory_curves(runs, part_label: str) -> dict[str, list[int]]:
     """{run label: live-bytes curve of the final stage of ``part_label``} for each run that has it."""
     curves = {}
     for label, report in runs:
-        for pl, stages in part_traces(report):
-            if pl == part_label:
-                curves[label] = stages[-1].liveness().curve()
+        part = report.view.part(part_label)
+        if part is not None:
+            curves[label] = part.stages[-1].curve()
     return curves
 
 
@@ -595,7 +569,7 @@ def memory_html(runs, part_label: str | None = None) -> str:
 
     if not runs:
         return '<div class="tl-placeholder">no runs yet</div>'
-    labels = [pl for pl, _ in part_traces(runs[-1][1])]
+    labels = [p.label for p in report_parts(runs[-1][1])]
     if not labels:
         return '<div class="tl-placeholder">no program was compiled</div>'
     chosen = [part_label] if part_label else labels[:2]
@@ -681,8 +655,3 @@ def error_html(title: str, message: str) -> str:
 def standalone_page(report, runs=None) -> str:
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>trace_lab: {esc(report.name)}</title>"
             f"</head><body>{report_html(report, runs)}</body></html>")
-
-
-# kept for callers of the first version of this module
-def trace_html(trace) -> str:
-    return f'<div class="tl-report"><style>{css()}</style>{code_html(trace)}</div>'

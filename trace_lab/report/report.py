@@ -1,22 +1,27 @@
 """Report: everything one inspected run produced, as plain data plus views.
 
 A Report is built once from a :class:`~trace_lab.jit.JitFunction` after a run
-and never changes. ``to_dict()`` is JSON-ready plain data (the notebook, the
-CLI, benchmarks and tests all read it); ``__str__`` is the text summary;
-``_repr_html_`` is a self-contained HTML view (works in static exports) in
-which every name that comes from user code is escaped. The Trace objects stay
-reachable through :meth:`Report.traces` for deeper views.
+and never changes. Its fields are plain data, and ``view`` is the run's view
+model (:mod:`.view_model`: per part and stage the printed lines with their
+memory, the graphs, the timeline), built while the Traces are live; every view
+reads only these. ``to_dict()`` is all of it as JSON-ready data and
+:meth:`Report.from_dict` (or :func:`trace_lab.load_report` for a saved file) rebuilds a
+Report that renders the same text and HTML. ``__str__`` is the text summary;
+``_repr_html_`` is a self-contained HTML view (works in static exports) in which
+every name that comes from user code is escaped. The Trace objects stay
+reachable through :meth:`Report.traces` while the JitFunction lives.
 """
 from __future__ import annotations
 
 import datetime
-import html
 import json
 from dataclasses import dataclass, field, fields
 
 import torch
 
 from ..printer import format_bytes
+from .parts import materializes_regions, program_parts, summary_parts
+from .view_model import ViewModel, build_view
 
 __all__ = ["Report"]
 
@@ -37,7 +42,7 @@ def _part_summary(part, materialized: bool) -> dict:
         "stages": stages,
         "executor": getattr(compiled, "executor", None),
         "executor_seconds": getattr(compiled, "compile_seconds", 0.0),
-        "regions": list(getattr(compiled, "regions", []) or []),
+        "regions": compiled.region_table() if compiled is not None else [],
         "notes": list(getattr(compiled, "notes", []) or []) + _graph_notes(compiled),
         "capture_seconds": part.capture_seconds,
         # per-line memory of the final stage: name, allocated, freed, live_after, high_water
@@ -54,11 +59,9 @@ def _graph_notes(compiled) -> list[str]:
 def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]]:
     """One row per program part whose executor compiled fused regions: the fusion cache's work."""
     rows = []
-    for p in programs:
-        for kind in ("forward", "inference", "backward"):
-            regs = (p.get(kind) or {}).get("regions") or []
-            if not regs:
-                continue
+    for p, kind, part in summary_parts(programs):
+        regs = part.get("regions") or []
+        if regs:
             hits = sum(1 for r in regs if r.get("cache_hit"))
             seconds = sum(r.get("compile_seconds", 0.0) for r in regs)
             per = ", ".join(f"{r['name']} {'hit' if r.get('cache_hit') else format(r.get('compile_seconds', 0.0), '.2f') + ' s'}"
@@ -104,28 +107,20 @@ class Report:
     # per timed call: host time (until the call returns) and, on CUDA, device time (CUDA events) and
     # whether the program is host-bound (trace_lab.measure.CallTimes.to_dict); None when not timed
     timing: dict | None = None
+    view: ViewModel = field(default_factory=ViewModel, repr=False)  # what the views show (.view_model)
     jfn: object = field(default=None, repr=False, compare=False)
 
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_run(cls, jfn, *, name, device, first_run_seconds, steady_seconds, run_seconds, comparison,
                  measurements, warnings, comm=None, timing=None) -> "Report":
-        programs = []
+        programs = [{"index": p.index, "reason": p.reason, "inputs": p.input_descriptors} for p in jfn.programs]
         passes = executor_s = 0.0
-        mat = {}
-        for p in jfn.programs:
-            entry = {"index": p.index, "reason": p.reason, "inputs": p.input_descriptors}
-            for part in p.parts:
-                if not part.traces:
-                    continue
-                ex = jfn._executors.get(getattr(part.compiled, "executor", ""), None)
-                materialized = bool(getattr(ex, "materializes_regions", False))
-                mat[(p.index, part.kind)] = materialized
-                summary = _part_summary(part, materialized)
-                entry[part.kind] = summary
-                passes += sum(s["pass_seconds"] for s in summary["stages"])
-                executor_s += summary["executor_seconds"]
-            programs.append(entry)
+        for pos, _, part in program_parts(jfn):
+            summary = _part_summary(part, materializes_regions(part))
+            programs[pos][part.kind] = summary
+            passes += sum(s["pass_seconds"] for s in summary["stages"])
+            executor_s += summary["executor_seconds"]
         capture = max(0.0, first_run_seconds - passes - executor_s - (steady_seconds or 0.0))
         memory = []
         for m in measurements:
@@ -145,20 +140,25 @@ class Report:
             first_run_seconds=first_run_seconds, steady_seconds=steady_seconds, run_seconds=list(run_seconds),
             comparison=comparison.to_dict() if comparison is not None else None, memory=memory,
             warnings=list(dict.fromkeys(warnings)), created=datetime.datetime.now().isoformat(timespec="seconds"),
-            torch_version=torch.__version__, comm=comm, timing=timing, jfn=jfn,
+            torch_version=torch.__version__, comm=comm, timing=timing, view=build_view(jfn, comm), jfn=jfn,
         )
 
     @classmethod
     def from_dict(cls, data: dict, **extra) -> "Report":
-        """A Report from :meth:`to_dict` data (e.g. sent back by another process). It holds plain
-        data only: no JitFunction, so :meth:`traces` is []; subclasses pass their fields in ``extra``."""
-        names = {f.name for f in fields(cls)} - {"jfn"} - set(extra)
-        return cls(**{k: v for k, v in data.items() if k in names}, **extra)
+        """A Report from :meth:`to_dict` data (a saved report, or one sent back by another process). It
+        holds plain data only: no JitFunction, so :meth:`traces` gives the view model's stages (``str()``
+        is a stage's text); subclasses pass their fields in ``extra``."""
+        names = {f.name for f in fields(cls)} - {"jfn", "view"} - set(extra)
+        return cls(**{k: v for k, v in data.items() if k in names}, view=ViewModel.from_dict(data.get("view")),
+                   **extra)
 
     # -- access -------------------------------------------------------------------------
     def traces(self, kind: str = "forward", program: int = -1) -> list:
-        """Stages of one program part ('forward' also finds an inference program)."""
-        progs = self.jfn.programs if self.jfn is not None else []
+        """Stages of one program part ('forward' also finds an inference program): the Traces while the
+        JitFunction lives, else the view model's stages (:class:`~.view_model.StageView`)."""
+        if self.jfn is None:
+            return self.view.stages(kind, program)
+        progs = self.jfn.programs
         if not progs:
             return []
         p = progs[program]
@@ -187,7 +187,9 @@ class Report:
 
     # -- views ---------------------------------------------------------------------------
     def to_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "jfn"}
+        """Every field as JSON-ready data, the view model included (:meth:`from_dict` reads it back)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("jfn", "view")}
+        d["view"] = self.view.to_dict()
         return json.loads(json.dumps(d, default=str))
 
     def summary_rows(self) -> list[tuple[str, str]]:
@@ -205,12 +207,10 @@ class Report:
             rows.append((f"peak {m['kind']} #{m['program']}",
                          f"predicted {format_bytes(m['predicted_peak_above_inputs_bytes'])}, measured "
                          + (format_bytes(measured) if measured is not None else "n/a") + " above inputs"))
-        for p in self.programs:
-            for kind in ("forward", "inference", "backward"):
-                if kind in p:
-                    s = p[kind]["stages"][-1]
-                    rows.append((f"{kind} #{p['index']}", f"{s['ops']} ops, {s['regions']} fused regions"
-                                 + (f", {p['reason']}" if p["reason"] != "first compile" else "")))
+        for p, kind, part in summary_parts(self.programs):
+            s = part["stages"][-1]
+            rows.append((f"{kind} #{p['index']}", f"{s['ops']} ops, {s['regions']} fused regions"
+                         + (f", {p['reason']}" if p["reason"] != "first compile" else "")))
         rows += _region_rows(self.programs)
         if self.comparison is not None:
             c = self.comparison
@@ -229,6 +229,14 @@ class Report:
     def __repr__(self) -> str:
         return f"<Report {self.name!r}: {len(self.programs)} programs, ok={self.ok}>"
 
+    def stage_access(self, label: str, kind: str, position: int, k: int) -> str:
+        """The Python expression that gives stage ``k`` of part ``label`` of this report (shown in views)."""
+        return f"report.traces({kind!r}, {position})[{k}]"
+
+    def summary_extra_html(self) -> str:
+        """More HTML under the summary table (a multi-process report adds its timeline)."""
+        return ""
+
     def _repr_html_(self) -> str:
         from .html import report_html
 
@@ -246,3 +254,4 @@ class Report:
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=2)
         return str(path)
+

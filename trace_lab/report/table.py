@@ -19,6 +19,8 @@ value (ties all marked) in each column that has at least two values that are not
 """
 from __future__ import annotations
 
+from .parts import summary_parts
+
 __all__ = ["COLUMNS", "LOWER_IS_BETTER", "report_row", "best_rows"]
 
 COLUMNS = ["run", "fusion", "executor", "fusion_cache", "sort_waits", "compile_s", "first_run_s", "steady_ms",
@@ -27,10 +29,7 @@ LOWER_IS_BETTER = ["compile_s", "first_run_s", "steady_ms", "peak_predicted", "p
 
 
 def _parts(report):
-    for p in report.programs:
-        for kind in ("forward", "inference", "backward"):
-            if kind in p:
-                yield p[kind]
+    return [part for _, _, part in summary_parts(report.programs)]
 
 
 def _cache_hits(report):

@@ -38,7 +38,7 @@ import torch.fx as fx
 
 from ..trace import is_getitem, tensor_values
 
-__all__ = ["CostModel", "CPU_MODEL", "GPU_MODEL", "estimate_timeline", "overlap_stats", "report_timeline",
+__all__ = ["CostModel", "CPU_MODEL", "GPU_MODEL", "estimate_timeline", "overlap_stats", "report_timeline", "run_timeline",
            "format_timeline", "timeline_svg", "lanes_from_profiler", "MEASURED_HEADING"]
 
 
@@ -180,7 +180,7 @@ def estimate_timeline(trace, model: CostModel | None = None, materialized_region
     live = {ln.node: ln for ln in trace.liveness(materialized_regions).lines}
     compute_t = comm_t = 0.0
     ends: dict[fx.Node, float] = {}
-    compute, comm, memory = [], [], [(0.0, trace.liveness(materialized_regions).entry_bytes)]
+    compute, comm, memory = [], [], [[0.0, trace.liveness(materialized_regions).entry_bytes]]
     from ..passes.collectives import WAIT
 
     for n in trace.ops:
@@ -202,7 +202,7 @@ def estimate_timeline(trace, model: CostModel | None = None, materialized_region
                 compute.append({"name": name, "start": compute_t, "end": compute_t + cost})
                 compute_t += cost
         if n in live:
-            memory.append((compute_t, live[n].live_after))
+            memory.append([compute_t, live[n].live_after])
     span = max(compute_t, comm_t)
     stats = overlap_stats(compute, comm, span)
     return {"kind": trace.kind, "stage": trace.stage, "method": "estimated", "cost_model": model.to_dict(),
@@ -211,24 +211,26 @@ def estimate_timeline(trace, model: CostModel | None = None, materialized_region
 
 
 def report_timeline(report, model: CostModel | None = None) -> dict:
-    """Estimated timeline of every program part of a Report (final stage of each).
+    """Estimated timeline of every program part of a Report (final stage of each): :func:`run_timeline`
+    of its JitFunction and its measured communication (``report.comm``)."""
+    return run_timeline(report.jfn, model, report.comm)
 
-    When the Report carries a measurement of its communication (``report.comm``, made by
+
+def run_timeline(jfn, model: CostModel | None = None, comm: dict | None = None) -> dict:
+    """Estimated timeline of every program part of a run (final stage of each).
+
+    When the run carries a measurement of its communication (``comm``, made by
     ``inspect`` in multi-process runs: :mod:`trace_lab.distributed.comm_measure`), it comes
     along as ``"measured"`` and the table shows it under the estimate: the measured rows are
     the ones to trust; the estimated lanes stay for the picture."""
+    from .parts import materializes_regions, program_parts
+
     out = []
-    jfn = report.jfn
-    for p in (jfn.programs if jfn is not None else []):
-        for part in p.parts:
-            if not part.traces:
-                continue
-            ex = jfn._executors.get(getattr(part.compiled, "executor", ""), None)
-            tl = estimate_timeline(part.traces[-1], model, bool(getattr(ex, "materializes_regions", False)))
-            tl["program"] = p.index
-            out.append(tl)
+    for _, p, part in program_parts(jfn):
+        tl = estimate_timeline(part.traces[-1], model, materializes_regions(part))
+        tl["program"] = p.index
+        out.append(tl)
     result = {"programs": out, "table": format_timeline(out)}
-    comm = getattr(report, "comm", None)
     if comm:
         from ..distributed.comm_measure import format_comm
 

@@ -1,0 +1,158 @@
+"""View model: what the views of one run show, as plain data, built once while its Traces are live.
+
+:func:`build_view` walks the run's program parts (:func:`~.parts.program_parts`) and
+keeps, per part (``"forward #0"``, ``"backward #0"``, ...):
+
+* per stage, the printed lines as records made by the printer itself
+  (:func:`trace_lab.printer.trace_lines`: text, op, region, memory figures, peak,
+  recomputed, source line) with the stage's entry and peak bytes; the text of a
+  stage is its lines joined, so text and views cannot disagree;
+* the before/after graphs as data (:func:`.graph.graph_data`; DOT on demand with
+  :func:`.graph.digraph`), or why there are none;
+
+and, for the run, the estimated compute/communication timeline
+(:mod:`.timeline`, with the measured stalls when the run has them). The
+comparison with eager, the per-program summary and the measured memory are the
+Report's own plain fields. The HTML, the notebook widget, the CLI and the
+``--nproc`` path read only this model and those fields; ``to_dict`` /
+``from_dict`` carry it through JSON unchanged, so a saved report renders the
+same. Only str/int/float/bool/None/list/dict inside.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..printer import Line, trace_lines
+from .parts import program_parts
+
+__all__ = ["StageView", "PartView", "ViewModel", "build_view", "line_region"]
+
+
+def line_region(line: Line) -> str | None:
+    """The fused region a printed line belongs to (its region's line or one of its ops), or None.
+
+    The one place the views ask; today the printer names the region module."""
+    return line.region
+
+
+@dataclass
+class StageView:
+    """One stage of one program part: its printed lines and memory (``str()`` is the trace text)."""
+
+    kind: str
+    stage: str
+    n_ops: int
+    entry_bytes: int
+    peak_bytes: int
+    lines: list[Line] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(ln.text for ln in self.lines) + "\n"
+
+    @property
+    def peak_above_inputs_bytes(self) -> int:
+        return self.peak_bytes - self.entry_bytes
+
+    @property
+    def op_lines(self) -> list[Line]:
+        """The lines that carry memory figures (one per op of the stage)."""
+        return [ln for ln in self.lines if ln.has_memory]
+
+    def curve(self) -> list[int]:
+        """Live bytes at entry and after each op line (the Memory tab's curve)."""
+        return [self.entry_bytes] + [ln.live_after for ln in self.op_lines]
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"<StageView {self.kind} '{self.stage}': {self.n_ops} ops>"
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "stage": self.stage, "n_ops": self.n_ops, "entry_bytes": self.entry_bytes,
+                "peak_bytes": self.peak_bytes, "lines": [ln.to_dict() for ln in self.lines]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "StageView":
+        return cls(**{**data, "lines": [Line.from_dict(ln) for ln in data["lines"]]})
+
+
+@dataclass
+class PartView:
+    """One program part: ``label`` ('forward #0'), its program's index and position in the run."""
+
+    label: str
+    kind: str
+    program: int
+    position: int
+    stages: list[StageView]
+    graphs: dict  # {"before": graph data, "after": graph data} or {"error": why there are none}
+
+    def to_dict(self) -> dict:
+        return {"label": self.label, "kind": self.kind, "program": self.program, "position": self.position,
+                "stages": [s.to_dict() for s in self.stages], "graphs": self.graphs}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PartView":
+        return cls(**{**data, "stages": [StageView.from_dict(s) for s in data["stages"]]})
+
+
+@dataclass
+class ViewModel:
+    parts: list[PartView] = field(default_factory=list)
+    timeline: dict | None = None  # {"programs": [...], "table": str, "measured"?: ...} or {"error": ...}
+
+    def part(self, label: str) -> PartView | None:
+        return next((p for p in self.parts if p.label == label), None)
+
+    def stages(self, kind: str = "forward", program: int = -1) -> list[StageView]:
+        """As :meth:`Report.traces`: the stages of one part of the ``program``-th program ('forward' also
+        finds an inference program)."""
+        positions = sorted({p.position for p in self.parts})
+        if not positions:
+            return []
+        pos = positions[program]
+        kinds = ("forward", "inference") if kind in ("forward", "inference") else ("backward",)
+        part = next((p for p in self.parts if p.position == pos and p.kind in kinds), None)
+        return list(part.stages) if part else []
+
+    def to_dict(self) -> dict:
+        return {"parts": [p.to_dict() for p in self.parts], "timeline": self.timeline}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> "ViewModel":
+        data = data or {}
+        return cls([PartView.from_dict(p) for p in data.get("parts", [])], data.get("timeline"))
+
+
+def stage_view(trace) -> StageView:
+    live = trace.liveness()
+    return StageView(trace.kind, trace.stage, len(trace.ops), live.entry_bytes, live.peak_bytes, trace_lines(trace))
+
+
+def _graphs(before, after) -> dict:
+    try:
+        from .graph import before_after_data
+
+        g_before, g_after = before_after_data(before, after)
+    except Exception as e:  # noqa: BLE001 - no graphs must not lose the report
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {"before": g_before, "after": g_after}
+
+
+def _timeline(jfn, comm) -> dict:
+    from .timeline import run_timeline
+
+    try:
+        return run_timeline(jfn, comm=comm)
+    except Exception as e:  # noqa: BLE001 - a timeline failure must not lose the report
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def build_view(jfn, comm: dict | None = None) -> ViewModel:
+    """The view model of a run (see the module docstring); ``jfn`` is the JitFunction that ran it."""
+    parts = [PartView(f"{part.kind} #{program.index}", part.kind, program.index, pos,
+                      [stage_view(t) for t in part.traces], _graphs(part.traces[0], part.traces[-1]))
+             for pos, program, part in program_parts(jfn)]
+    return ViewModel(parts, _timeline(jfn, comm))
