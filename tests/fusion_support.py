@@ -132,6 +132,7 @@ def check_part(part: Part, strategy: str, executor) -> dict:
     fused = fuse(part.trace, strategy, executor)
     fused.gm.graph.lint()
     program = executor.compile(fused)
+    fused = fused.with_regions(program.regions)  # what compiling found (layouts, workspace), joined by op id
     what = f"{part.workload} {part.kind} fusion={strategy} executor={executor.name}"
     assert_same_outputs(program.run([fresh_copy(x) for x in part.inputs]), reference, what)
     # the copies are made inside the measurement: a backward frees the ones it is handed (saved

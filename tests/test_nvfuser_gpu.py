@@ -80,8 +80,8 @@ def test_workload_matches_eager(name, strategy, size, strategy_pass):
     got = compare.snapshot(call(jfn, args), fn, args)
     cmp = compare.compare_runs(got, eager)
     rel = _rel_errors(got, eager)
-    regions = [r for p in jfn.programs for part in p.parts for r in part.compiled.regions]
-    fallbacks = [s["fallback"] for r in regions for s in r["segments"] if "fallback" in s]
+    regions = [r for p in jfn.programs for part in p.parts for r in part.compiled.regions.values()]
+    fallbacks = [s["fallback"] for r in regions for s in r.details["segments"] if "fallback" in s]
     with jfn.measuring():
         call(jfn, args)
     mem = [(m.kind, m.predicted_peak_above_inputs, m.measured_peak_above_inputs) for m in jfn.measurements]
@@ -124,7 +124,7 @@ def test_definition_text_on_request(strategy_pass):
     jfn = jit(fn, fusion=strategy_pass("whole"), executor="nvfuser")
     jfn(*args)
     compiled = jfn.programs[0].forward.compiled
-    text = region_definitions(compiled, compiled.regions[0]["name"])
+    text = region_definitions(compiled, next(iter(compiled.regions.values())).name)
     assert "fd.ops" in text or "define_tensor" in text, text[:300]
 
 

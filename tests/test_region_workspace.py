@@ -1,16 +1,20 @@
 """Workspace of compiled regions: scratch bytes a region allocates and frees inside its call.
 
 The Inductor executor measures it once per compiled region (placeholder inputs,
-warm-up call, measured call) and records ``meta['region']['workspace_bytes']``;
-the liveness model counts it on the region's line only. Figures worked out by hand
+warm-up call, measured call) and returns it in the region's record
+(``CompiledProgram.regions``, op id -> RegionRecord); a Trace joined to those records
+(``Trace.with_regions``) counts it on the region's line only. Figures worked out by hand
 unless the test says it measures them.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
 from fusion_support import SCALAR_SLACK, StubExecutor, fuse, hand_trace
 from trace_lab.analysis.liveness import compute_liveness
+from trace_lab.analysis.region_record import plan_record, region_record
 from trace_lab.executors.inductor import InductorExecutor
 from trace_lab.executors.workspace import fresh_output_bytes, output_layout, with_measured_layout, workspace_bytes
 from trace_lab.measure import measure_peak
@@ -39,8 +43,10 @@ def test_liveness_counts_a_region_workspace_on_its_line_only():
     before = fused.liveness(False)
     assert before.peak_above_inputs_bytes == 2 * B and before.peak_line.node is not region
 
-    region.meta["region"] = {**region.meta["region"], "workspace_bytes": 1000}
-    live = fused.liveness(False)  # recomputed: the recorded workspace is part of the cache key
+    plain = fused
+    fused = plain.with_regions({region.name: replace(plan_record(region), compiled=True, workspace_bytes=1000)})
+    assert plain.liveness(False).peak_above_inputs_bytes == 2 * B  # the plan's stage is left as it was
+    live = fused.liveness(False)  # the joined stage prices the compiled record
     line = {ln.node: ln for ln in live.lines}[region]
     # fusion0: the input x (B) live before it; writes y (B), holds 1000 B of scratch during the call
     assert live.entry_bytes == B
@@ -87,13 +93,17 @@ def test_inductor_region_workspace_is_measured_and_predicted():
     executor = InductorExecutor()
     fused = fuse(trace, "dataflow", executor)
     program = executor.compile(fused)
-    (record,) = program.regions
-    workspace = record["workspace_bytes"]
+    (record,) = program.regions.values()
+    workspace = record.workspace_bytes
     # large enough that leaving it out would fail the comparison below
     assert workspace > SCALAR_SLACK, record
-    assert record["output_bytes"] == record["model_output_bytes"] == 32768
+    assert record.output_bytes == record.model_output_bytes == 32768
     (region,) = [n for n in fused.ops if n.op == "call_module"]
-    assert region.meta["region"]["workspace_bytes"] == workspace
+    assert region_record(program, region) is record and record.compiled
+    assert "workspace_bytes" not in region.meta["region"]  # compiling wrote nothing on the IR
+    assert fused.liveness(False).peak_above_inputs_bytes == 32768  # the plan alone: outputs only
+    fused = fused.with_regions(program.regions)
+    assert region_record(fused, region) is record
     predicted = fused.liveness(False).peak_above_inputs_bytes
     assert predicted == 32768 + workspace
     outs, measured, method = measure_peak(program.run, [x.clone()], fused.device)
@@ -123,11 +133,13 @@ def test_liveness_follows_the_compiled_output_layout():
     (region,) = [n for n in fused.ops if n.op == "call_module"]
     assert region.meta["region"]["aliases"] == [None, ("output", 0)]
     assert fused.liveness(False).peak_above_inputs_bytes == 512
-    record = with_measured_layout(region.meta["region"], ([None, None], [256, 1000]),
-                                  [object(), object()])
-    region.meta["region"] = record
-    live = fused.liveness(False)  # recomputed: the layout is part of the cache key
+    plan = plan_record(region)
+    record = with_measured_layout(plan, ([None, None], [256, 1000]), [object(), object()])
+    assert (record.aliases, record.output_storage_bytes) == ((None, None), (256, 1000))
+    joined = fused.with_regions({region.name: record})
+    live = joined.liveness(False)  # the joined stage follows the compiled layout
     assert live.peak_above_inputs_bytes == 256 + 1000
-    assert compute_liveness(fused, rounding=512).peak_above_inputs_bytes == 512 + 1024
+    assert compute_liveness(joined, rounding=512).peak_above_inputs_bytes == 512 + 1024
+    assert fused.liveness(False).peak_above_inputs_bytes == 512  # the plan's stage is unchanged
     # outputs that do not line up with the captured ones leave the captured aliasing
-    assert with_measured_layout({"aliases": [None]}, ([None, None], [1, 2]), [object()]) == {"aliases": [None]}
+    assert with_measured_layout(plan, ([None, None, None], [1, 2, 3]), [object(), object()]) is plan

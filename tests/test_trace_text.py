@@ -16,8 +16,13 @@ def _run(fn, *args):
 def test_text_has_types_dels_sources_and_one_peak():
     fn, (t0s, a) = get("memory_peak").make("cpu", "small")
     jfn, _ = _run(fn, t0s, a)
-    text = str(trace_lab.last_traces(jfn)[-1])
-    assert 'def inference(t0s_0, a,' in text or "def inference(" in text
+    trace = trace_lab.last_traces(jfn)[-1]
+    text = str(trace)
+    # the function takes one parameter per input, named after the user's arguments (t0s, a list: t0s_<i>)
+    (params,) = re.findall(r"^def inference\((.*)\):$", text, re.M)
+    params = params.split(", ")
+    assert sorted(params) == sorted([f"t0s_{i}" for i in range(len(t0s))] + ["a"]), params
+    assert params == [trace.name(n) for n in trace.inputs]
     assert re.search(r'# t0: "cpu f32\[256, 256\]"', text)
     assert text.count("<- peak") == 1
     assert "workloads.py" in text and "torch.matmul(t1, t1)" in text

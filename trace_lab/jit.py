@@ -155,6 +155,13 @@ class JitFunction:
             windows, self._cpu_windows = self._cpu_windows, old_windows
             windows.close()
 
+    def use_executor(self, executor) -> "JitFunction":
+        """Run the programs compiled from now on that resolve to ``executor.name`` on this
+        :class:`~trace_lab.executors.Executor` instance instead of a new one from the registry (a
+        test's or a probe's variant of an executor). Returns this JitFunction."""
+        self._executors[executor.name] = executor
+        return self
+
     # -- the per-program compiler (called by capture) ---------------------------------------
     def _executor(self, name: str):
         if name not in self._executors:
@@ -180,27 +187,30 @@ class JitFunction:
             names = [fw_names.get(n, n.replace("tangents_", "tangent_")) for n in part.input_names]
             # saved activations AOTAutograd hands over: freed at their last use (analysis/handover.py)
             owned = owned_backward_inputs(program.forward.gm, part.gm)
-        trace = Trace(part.gm, part.kind, "as captured", names, owned_inputs=owned)
-        exec_name, reason = resolve_executor(self.options.executor, trace.device)
-        fusion, fusion_reason = resolve_fusion(self.options.fusion, trace.device)
+        device = node_device(part.gm)
+        exec_name, reason = resolve_executor(self.options.executor, device)
+        fusion, fusion_reason = resolve_fusion(self.options.fusion, device)
         for why in (reason, fusion_reason):
             if why not in self.executor_reasons:
                 self.executor_reasons.append(why)
         executor = self._executor(exec_name)
         options = replace(self.options, fusion=fusion)
+        # every stage prints its liveness as this executor runs regions (derived stages keep the flag)
+        trace = Trace(part.gm, part.kind, "as captured", names, owned_inputs=owned,
+                      materialized_regions=executor.materializes_regions)
 
-        def plan(keep_unfused=frozenset()):
-            stages = run_pipeline(trace, PassContext(options, executor, keep_unfused))
-            for stage in stages:  # so printed liveness matches how this executor runs regions
-                stage.info["materialized_regions"] = executor.materializes_regions
-            return stages
+        def build(keep_unfused=frozenset()):
+            part.traces = run_pipeline(trace, PassContext(options, executor, keep_unfused))  # kept if compiling fails
+            compiled = executor.compile(part.traces[-1])
+            # what compiling found is data on the program; the last stage is joined to it by op id
+            part.traces = part.traces[:-1] + [part.traces[-1].with_regions(compiled.regions)]
+            return part.traces, compiled
 
-        part.traces = plan()
-        compiled = executor.compile(part.traces[-1])
+        stages, compiled = build()
         if fusion == "memory" and not executor.materializes_regions:
             from .memory_guard import keep_promise
 
-            compiled = keep_promise(part, executor, compiled, plan)
+            part.traces, compiled = keep_promise(stages, compiled, build)
         part.compiled = compiled
         graphed = _graphed_run(self.options, part.traces[-1], compiled)
         jfn = self

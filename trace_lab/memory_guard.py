@@ -7,19 +7,49 @@ program. What a region really costs is known only once an executor has compiled 
 own (Inductor on CUDA gives the k/v views of an attention in-projection their own
 buffer) or allocate scratch inside the call. When that lifts the compiled program's
 predicted peak above the unfused program's, :func:`overrunning_regions` names the
-regions that cost more than planned, largest excess first; :func:`keep_promise` leaves the ops of
+regions that cost more than planned, largest excess first (from the regions' compiled
+records, :mod:`trace_lab.analysis.region_record`); :func:`keep_promise` leaves the ops of
 the worst one unfused (``PassContext.keep_unfused``), plans and compiles again (unchanged
 regions hit the fusion cache), and repeats while the peak is still above, at most
-:data:`MAX_ROUNDS` times. Every round is said in the compiled program's notes.
+:data:`MAX_ROUNDS` times. What it did comes back as data, a :class:`GuardResult` on the
+compiled program (``CompiledProgram.memory_guard``: the limit, each re-plan's peak, region,
+excess and ops, the final peak), and is said in the compiled program's notes
+(:func:`guard_notes`).
 """
 from __future__ import annotations
 
-from .analysis.liveness import CUDA_ROUNDING, region_output_bytes, region_workspace
+from dataclasses import dataclass
+
+from .analysis.buffers import default_rounding, region_output_bytes, region_workspace
+from .analysis.region_record import region_record
 from .printer import format_bytes
 
-__all__ = ["MAX_ROUNDS", "keep_promise", "overrunning_regions", "unfused_baseline", "peak_above_inputs"]
+__all__ = ["MAX_ROUNDS", "keep_promise", "overrunning_regions", "unfused_baseline", "peak_above_inputs",
+           "Replan", "GuardResult", "guard_notes"]
 
 MAX_ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Replan:
+    """One round: the compiled peak that was above the limit, and the region left unfused for it."""
+
+    peak: int  # compiled peak above inputs before this re-plan
+    region: str  # the region whose ops are left unfused
+    excess: int  # bytes its compiled code takes beyond the plan
+    ops: tuple  # fx names of those ops
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    limit: int  # the unfused program's predicted peak above inputs
+    replans: tuple  # Replan per round, in order
+    final_peak: int  # the compiled program's predicted peak above inputs at the end
+
+    @property
+    def kept(self) -> bool:
+        """Is the compiled program's peak at or below the unfused program's?"""
+        return self.final_peak <= self.limit
 
 
 def peak_above_inputs(trace, materialized: bool) -> int:
@@ -35,53 +65,61 @@ def unfused_baseline(stages):
 
 
 def overrunning_regions(trace, rounding: int) -> list[tuple[int, str, list[str]]]:
-    """(excess bytes, region name, its op names) for every region whose compiled outputs
-    and workspace take more than the fusion plan assumed, largest excess first."""
+    """(excess bytes, region name, its op names) for every compiled region of ``trace`` (a stage
+    joined to its compiled program) whose outputs and workspace take more than the fusion plan
+    assumed, largest excess first."""
     out = []
     for n in trace.ops:
-        if n.op != "call_module":
+        record = region_record(trace, n)
+        if record is None or record.planned_output_bytes is None:
             continue
-        region = n.meta.get("region") or {}
-        planned = region.get("planned_output_bytes")
-        if planned is None:
-            continue
-        excess = region_output_bytes(n, rounding) + region_workspace(n, rounding) - int(planned)
-        if excess > 0 and region.get("nodes"):
-            out.append((excess, str(n.target), list(region["nodes"])))
+        excess = (region_output_bytes(n, rounding, record) + region_workspace(n, rounding, record)
+                  - int(record.planned_output_bytes))
+        if excess > 0 and record.nodes:
+            out.append((excess, str(n.target), list(record.nodes)))
     return sorted(out, key=lambda r: -r[0])
 
 
-def keep_promise(part, executor, compiled, replan):
-    """fusion='memory', after compiling: while the compiled peak of ``part`` is above the unfused
-    program's, leave the worst overrunning region unfused, ``replan(keep_unfused)`` (-> stages) and
-    compile again; the rounds, and any overrun that remains, are said in the compiled notes."""
-    base = unfused_baseline(part.traces)
+def keep_promise(stages, compiled, rebuild):
+    """fusion='memory', after compiling: while the compiled peak of ``stages[-1]`` (joined to
+    ``compiled``) is above the unfused program's, leave the worst overrunning region unfused and
+    ``rebuild(keep_unfused)`` (-> stages, compiled: planned, compiled and joined again). Returns the
+    final (stages, compiled); ``compiled.memory_guard`` is the :class:`GuardResult`, and the rounds,
+    and any overrun that remains, are said in its notes."""
+    base = unfused_baseline(stages)
     if base is None:
-        return compiled
+        return stages, compiled
     limit = peak_above_inputs(base, False)
-    rounding = CUDA_ROUNDING if part.traces[-1].device.type == "cuda" else 1
+    rounding = default_rounding(stages[-1])
     keep_unfused: set[str] = set()
-    said: list[str] = []
+    replans: list[Replan] = []
     for _ in range(MAX_ROUNDS):
-        peak = peak_above_inputs(part.traces[-1], False)
+        peak = peak_above_inputs(stages[-1], False)
         if peak <= limit:
             break
-        over = [r for r in overrunning_regions(part.traces[-1], rounding) if not set(r[2]) <= keep_unfused]
+        over = [r for r in overrunning_regions(stages[-1], rounding) if not set(r[2]) <= keep_unfused]
         if not over:
             break
         excess, name, nodes = over[0]
         keep_unfused |= set(nodes)
-        said.append(f"memory strategy: compiled peak {format_bytes(peak)} was above the unfused program's "
-                    f"{format_bytes(limit)} because {name}'s compiled code takes {format_bytes(excess)} more than "
-                    f"planned; its {len(nodes)} ops are left unfused and the program re-planned")
-        part.traces = replan(frozenset(keep_unfused))
-        compiled = executor.compile(part.traces[-1])
-    peak = peak_above_inputs(part.traces[-1], False)
-    if peak > limit:
-        after = f" after {len(said)} re-plan{'s' if len(said) != 1 else ''}" if said else ""
-        said.append(f"memory strategy: compiled peak {format_bytes(peak)} is still above the unfused program's "
-                    f"{format_bytes(limit)}{after}: the rest is what compiled regions allocate beyond the plan "
-                    "(scratch inside their call; the plain ops they replace may allocate scratch too, which the "
-                    "model does not count)")
-    compiled.notes = said + list(compiled.notes)
-    return compiled
+        replans.append(Replan(peak, name, excess, tuple(nodes)))
+        stages, compiled = rebuild(frozenset(keep_unfused))
+    result = GuardResult(limit, tuple(replans), peak_above_inputs(stages[-1], False))
+    compiled.memory_guard = result
+    compiled.notes = guard_notes(result) + list(compiled.notes)
+    return stages, compiled
+
+
+def guard_notes(result: GuardResult) -> list[str]:
+    """The compiled program's notes for what :func:`keep_promise` did."""
+    said = [f"memory strategy: compiled peak {format_bytes(r.peak)} was above the unfused program's "
+            f"{format_bytes(result.limit)} because {r.region}'s compiled code takes {format_bytes(r.excess)} more "
+            f"than planned; its {len(r.ops)} ops are left unfused and the program re-planned" for r in result.replans]
+    if not result.kept:
+        n = len(result.replans)
+        after = f" after {n} re-plan{'s' if n != 1 else ''}" if n else ""
+        said.append(f"memory strategy: compiled peak {format_bytes(result.final_peak)} is still above the unfused "
+                    f"program's {format_bytes(result.limit)}{after}: the rest is what compiled regions allocate "
+                    "beyond the plan (scratch inside their call; the plain ops they replace may allocate scratch "
+                    "too, which the model does not count)")
+    return said

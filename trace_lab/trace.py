@@ -14,7 +14,9 @@ eager executor and the liveness model treat them the same way.
 """
 from __future__ import annotations
 
+import copy
 from functools import cached_property
+from types import MappingProxyType
 
 import torch
 import torch.fx as fx
@@ -23,6 +25,8 @@ from .fx_util import is_getitem, node_device, tensor_values
 
 __all__ = ["Trace", "is_getitem", "tensor_values", "node_device"]  # the helpers live in fx_util
 
+_NO_REGIONS = MappingProxyType({})
+
 
 class Trace:
     """A named, printable, analysable program (one stage of one program)."""
@@ -30,7 +34,7 @@ class Trace:
     def __init__(self, gm: fx.GraphModule, kind: str, stage: str = "as captured",
                  input_names: list[str] | None = None, pass_seconds: float = 0.0,
                  extra_names: dict[str, str] | None = None, info: dict | None = None,
-                 owned_inputs: dict[int, str] | None = None):
+                 owned_inputs: dict[int, str] | None = None, materialized_regions: bool = False):
         self.gm = gm
         self.kind = kind
         self.stage = stage
@@ -42,6 +46,12 @@ class Trace:
         # Inputs of one group share a storage (views of one forward value). The runtime releases
         # them at their last use and the liveness model frees them there; the rest the caller holds.
         self.owned_inputs: dict[int, str] = dict(owned_inputs or {})
+        # whether the executor that will run this program runs fused regions op by op (the jit says,
+        # when it builds the first stage; every derived stage keeps it): the liveness it prints
+        self.materialized_regions = bool(materialized_regions)
+        # what compiling this stage found, per region (op id -> analysis.region_record.RegionRecord):
+        # empty until the stage is joined to its compiled program (with_regions)
+        self.compiled_regions = _NO_REGIONS
         self.names: dict[fx.Node, str] = self._assign_names()
 
     # -- structure --------------------------------------------------------------------
@@ -77,7 +87,17 @@ class Trace:
                info: dict | None = None) -> "Trace":
         """A new stage of the same program (names of inputs carried over)."""
         extra = dict(self._extra_names)
-        return Trace(gm, self.kind, stage, self._input_names, pass_seconds, extra, info, self.owned_inputs)
+        return Trace(gm, self.kind, stage, self._input_names, pass_seconds, extra, info, self.owned_inputs,
+                     self.materialized_regions)
+
+    def with_regions(self, regions) -> "Trace":
+        """This stage joined to what compiling it found: ``regions`` (``CompiledProgram.regions``,
+        op id -> RegionRecord) keyed by the fx names of this stage's region nodes. A new Trace on the
+        same graph (same names, stage and info); this one is left as it was."""
+        joined = copy.copy(self)
+        joined.__dict__.pop("_liveness_cache", None)
+        joined.compiled_regions = MappingProxyType(dict(regions or {}))
+        return joined
 
     def _assign_names(self) -> dict[fx.Node, str]:
         names: dict[fx.Node, str] = {}
@@ -157,12 +177,11 @@ class Trace:
     # -- analyses -----------------------------------------------------------------------
     def liveness(self, materialized_regions: bool | None = None):
         """Per-line memory (see :mod:`trace_lab.analysis.liveness`), cached per mode."""
-        from .analysis.liveness import compute_liveness, workspace_key
+        from .analysis.liveness import cache_key, compute_liveness
 
-        if materialized_regions is None:  # the executor that runs this trace said (jit sets it)
-            materialized_regions = self.info.get("materialized_regions", False)
-        # an executor records its compiled regions' workspace after the passes ran: part of the key
-        key = ("_liveness", materialized_regions, workspace_key(self))
+        if materialized_regions is None:  # the executor that runs this trace (the jit said so)
+            materialized_regions = self.materialized_regions
+        key = (bool(materialized_regions), cache_key(self))
         cache = self.__dict__.setdefault("_liveness_cache", {})
         if key not in cache:
             cache[key] = compute_liveness(self, materialized_regions=bool(materialized_regions))

@@ -20,21 +20,26 @@ and each value is dropped right after its last use (the ``del`` lines):
   in registers (nvFuser, Inductor); with ``materialized_regions=True`` (the eager
   executor runs a region op by op) the region's inner peak is added on its line.
   A region output that is a view of a region input, or of the same inner buffer
-  as an earlier output, shares that buffer (``meta['region']['aliases']``), as
-  the executors return it (Inductor/AOTAutograd regenerate such views). Once an
-  executor has compiled the region it records how its code really lays the
+  as an earlier output, shares that buffer (the plan's ``aliases``), as the
+  executors return it (Inductor/AOTAutograd regenerate such views). Once an
+  executor has compiled the region, its record (``CompiledProgram.regions``, joined
+  to the Trace by op id: :mod:`.region_record`) says how the code really lays the
   outputs out (views of inputs, shared storages, the bytes of each fresh storage:
-  ``meta['region']['output_storage_bytes']``) and the model follows that;
+  ``output_storage_bytes``) and the model follows that;
 * a compiled region may allocate scratch buffers inside its call (Inductor's
   multi-kernel regions, split reductions). Its executor measures that workspace
-  once at compile time and records it as ``meta['region']['workspace_bytes']``;
+  once at compile time and returns it as the record's ``workspace_bytes``;
   a region that is not materialised adds it to its own line's high-water mark
   only (allocated and freed within the line, like an op's unread output).
-
 * a plain op may allocate scratch inside its call too (a CPU convolution's im2col
   buffer, FFT plans, sorts): for the ops of ``op_scratch.SCRATCH_OPS`` it is measured
   once per signature (:mod:`.op_scratch`) and counted on the op's line the same way;
   where it cannot be measured the printed line is marked as a lower bound.
+
+The buffers, aliasing, held and handed-over inputs and reads come from
+:mod:`.buffers`, which the scheduler (:class:`trace_lab.passes.schedule.MemoryModel`)
+prices orders with too; :func:`line_transient` is the one rule for a line's
+transient bytes, used by both.
 
 Not modelled: workspace that an op outside that table allocates and frees inside
 itself (matmul on some backends). That shows up as measured > predicted.
@@ -43,16 +48,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
 import torch.fx as fx
 
-from ..fx_util import is_getitem, node_device, tensor_values
-from .storage import CUDA_ROUNDING, round_up as _round_up, tensor_bytes
+from ..fx_util import is_getitem, node_device
+from .buffers import (Buffers, alias_sources, default_rounding, output_buffer_bytes, reads, region_output_bytes,
+                      region_workspace, released_at_first_line)
+from .op_scratch import op_scratch_bytes
+from .storage import CUDA_ROUNDING, tensor_bytes
 
+# alias_sources, region_output_bytes, region_workspace, output_buffer_bytes: re-exported from .buffers
 __all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "alias_sources", "CUDA_ROUNDING",
-           "region_workspace", "workspace_key", "output_buffer_bytes", "region_output_bytes"]
-
-ALIASING_WITHOUT_SCHEMA = {"_unsafe_view", "wait_tensor"}  # wait_tensor returns its argument
+           "region_workspace", "output_buffer_bytes", "region_output_bytes", "region_inner_peak",
+           "line_transient", "cache_key"]
 
 
 @dataclass
@@ -105,114 +112,6 @@ class Liveness:
         }
 
 
-def _aliased_arg_index(node: fx.Node) -> list[int | None]:
-    """For each output of an aten op: index of the flat tensor argument it aliases."""
-    target = node.target
-    schema = getattr(target, "_schema", None)
-    outs = tensor_values(node.meta.get("val"))
-    if schema is None:
-        return [None] * len(outs)
-    opname = getattr(target, "__name__", "").split(".")[0]
-    tensor_args = [a for a in schema.arguments]
-    result: list[int | None] = []
-    for i, _ in enumerate(outs):
-        ret = schema.returns[i] if i < len(schema.returns) else (schema.returns[-1] if schema.returns else None)
-        alias = getattr(ret, "alias_info", None) if ret is not None else None
-        if opname in ALIASING_WITHOUT_SCHEMA:
-            result.append(0)
-        elif alias is not None:
-            idx = 0
-            for j, a in enumerate(tensor_args):
-                if a.alias_info is not None and set(a.alias_info.before_set) & set(alias.before_set):
-                    idx = j
-                    break
-            result.append(idx)
-        else:
-            result.append(None)
-    return result
-
-
-def _is_wait_of_collective(node: fx.Node) -> bool:
-    c10d = torch.ops._c10d_functional
-    if node.op != "call_function" or node.target is not c10d.wait_tensor.default:
-        return False
-    src = node.args[0] if node.args else None
-    return isinstance(src, fx.Node) and src.op == "call_function" and getattr(src.target, "namespace", "") == "_c10d_functional"
-
-
-def _node_arg(node: fx.Node, index: int):
-    schema = node.target._schema
-    if index < len(node.args):
-        return node.args[index]
-    return node.kwargs.get(schema.arguments[index].name)
-
-
-def alias_sources(node: fx.Node) -> list:
-    """For each flat output slot: None (a new buffer), the argument node whose buffer
-    it shares, or the int index of an earlier output slot whose buffer it shares."""
-    n_out = len(tensor_values(node.meta.get("val")))
-    if node.op == "call_function":
-        out = []
-        for idx in _aliased_arg_index(node):
-            src = _node_arg(node, idx) if idx is not None else None
-            out.append(src if isinstance(src, fx.Node) else None)
-        return out
-    if node.op == "call_module":
-        aliases = (node.meta.get("region") or {}).get("aliases") or [None] * n_out
-        out = []
-        for a in aliases:
-            if a is None:
-                out.append(None)
-            elif a[0] == "input":
-                out.append(node.args[a[1]])
-            else:  # ("output", k)
-                out.append(int(a[1]))
-        return out
-    return [None] * n_out
-
-
-def output_buffer_bytes(node: fx.Node, index: int, t: torch.Tensor, rounding: int = 1) -> int:
-    """Bytes a fresh buffer for flat output ``index`` of ``node`` takes: the storage size a
-    compiled region was measured to return where its executor recorded one, else the
-    captured value's storage size."""
-    recorded = (node.meta.get("region") or {}).get("output_storage_bytes") if node.op == "call_module" else None
-    if recorded is not None and index < len(recorded) and recorded[index] is not None:
-        return _round_up(int(recorded[index]), rounding)
-    return tensor_bytes(t, rounding)
-
-
-def region_output_bytes(node: fx.Node, rounding: int = 1) -> int:
-    """Bytes the model allocates for a region's outputs (outputs that alias allocate nothing)."""
-    return sum(output_buffer_bytes(node, i, t, rounding)
-               for i, (t, src) in enumerate(zip(tensor_values(node.meta.get("val")), alias_sources(node)))
-               if t is not None and src is None)
-
-
-def region_workspace(node: fx.Node, rounding: int = 1) -> int:
-    """Scratch bytes a compiled region allocates and frees inside its call (0 if not measured)."""
-    if node.op != "call_module":
-        return 0
-    return _round_up(max(0, int((node.meta.get("region") or {}).get("workspace_bytes") or 0)), rounding)
-
-
-def workspace_key(trace) -> tuple:
-    """The regions' recorded workspaces and output layouts, and the ops' recorded scratch: changes
-    when an executor records them or an op's scratch gets measured (cache key)."""
-    key = []
-    for n in trace.graph.nodes:
-        if n.op == "call_function" and "op_scratch" in n.meta:  # measured, or not measurable yet (op_scratch.py)
-            from .op_scratch import scratch_key
-
-            key.append((n.name, scratch_key(n)))
-        if n.op != "call_module":
-            continue
-        region = n.meta.get("region") or {}
-        if region_workspace(n) or region.get("output_storage_bytes") is not None:
-            key.append((n.target, region_workspace(n), tuple(region.get("output_storage_bytes") or ()),
-                        tuple(region.get("aliases") or ())))
-    return tuple(key)
-
-
 class _RegionView:
     """What :func:`compute_liveness` reads of a Trace, for a region's own GraphModule (only its
     peak is used, so values keep their fx names; no import of :mod:`trace_lab.trace` here)."""
@@ -228,107 +127,73 @@ class _RegionView:
         return node.name
 
 
-def _region_inner_peak(node: fx.Node, rounding: int, allocated: int) -> int:
+def region_inner_peak(node: fx.Node, rounding: int, allocated: int) -> int:
     """Extra bytes a fused region holds while it runs op by op (eager executor)."""
     sub = node.graph.owning_module.get_submodule(node.target)
     inner = compute_liveness(_RegionView(sub), materialized_regions=True, rounding=rounding)
     return max(0, inner.peak_above_inputs_bytes - allocated)
 
 
+def line_transient(node: fx.Node, rounding: int, materialized_regions: bool, allocated: int, record=None) -> int:
+    """Bytes a line holds only while it runs, on top of its outputs: a region's inner peak when it
+    runs op by op, else its compiled workspace (``record``); the scratch a plain op takes inside
+    its call (convolutions, FFTs, sorts: :mod:`.op_scratch`)."""
+    if node.op == "call_module":
+        if materialized_regions:  # run op by op: its inner values are the transient bytes
+            return region_inner_peak(node, rounding, allocated)
+        return region_workspace(node, rounding, record)
+    if node.op == "call_function":
+        return op_scratch_bytes(node, rounding)
+    return 0
+
+
+def cache_key(trace) -> tuple:
+    """What a Trace's cached liveness depends on beyond its graph and its compiled records (both fixed
+    once the Trace exists): the ops' measured scratch, which a line priced under a profiler measures
+    later (:func:`.op_scratch.scratch_key`)."""
+    from .op_scratch import scratch_key
+
+    return tuple((n.name, scratch_key(n)) for n in trace.graph.nodes
+                 if n.op == "call_function" and "op_scratch" in n.meta)
+
+
 def compute_liveness(trace, materialized_regions: bool = False, rounding: int | None = None) -> Liveness:
     gm = trace.gm
     if rounding is None:
-        rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
+        rounding = default_rounding(trace)
     nodes = list(gm.graph.nodes)
     order = {n: i for i, n in enumerate(nodes)}
     output = nodes[-1]
     outputs_used = set(output.all_input_nodes)
+    buf = Buffers(trace, rounding, nodes)
+    buffers = buf.nbytes
 
-    # A multi-output op is "used" through its getitems; resolve values to producers.
-    def producer(n: fx.Node) -> fx.Node:
-        return n.args[0] if is_getitem(n) else n
-
-    # last line that reads each value (getitems count as reads by their users)
+    # last line that reads each value (getitems count as reads by their users; a collective's
+    # inputs are read until its wait)
     last_use: dict[fx.Node, int] = {}
     for n in nodes:
-        if n.op == "output":
+        if n.op == "output" or is_getitem(n):
             continue
-        if is_getitem(n):
-            continue
-        for a in n.all_input_nodes:
+        for a in reads(n):
             last_use[a] = max(last_use.get(a, -1), order[n])
-        if _is_wait_of_collective(n):  # the comm library reads a collective's inputs until its wait
-            for a in n.args[0].all_input_nodes:
-                last_use[a] = max(last_use.get(a, -1), order[n])
-
-    buffers: dict[int, int] = {}  # buffer id -> bytes
-    refs: dict[int, int] = {}  # buffer id -> live values referring to it
-    pinned: set[int] = set()
-    value_buffers: dict[fx.Node, list[int | None]] = {}
-    next_id = [0]
-
-    def new_buffer(nbytes: int) -> int:
-        bid = next_id[0]
-        next_id[0] += 1
-        buffers[bid] = nbytes
-        refs[bid] = 0
-        return bid
-
-    device_type = trace.device.type
-
-    def nbytes(t) -> int:
-        # memory on another device (a CPU scalar in a CUDA program) is not this program's
-        return tensor_bytes(t, rounding) if t.device.type == device_type else 0
-
-    # inputs the caller handed over (a backward's saved activations) die at their last use; inputs
-    # of one storage group (views of one forward value) share one buffer of the group's largest storage
-    owned = getattr(trace, "owned_inputs", None) or {}
-    placeholders = [n for n in nodes if n.op == "placeholder"]
-    group_bytes: dict[str, int] = {}
-    for i, ph in enumerate(placeholders):
-        if i in owned:
-            vals = [t for t in tensor_values(ph.meta.get("val")) if t is not None]
-            group_bytes[owned[i]] = max([group_bytes.get(owned[i], 0)] + [nbytes(t) for t in vals])
-    group_buffer: dict[str, int] = {}
     first_op = next((order[n] for n in nodes if n.op not in ("placeholder", "output", "get_attr")
                      and not is_getitem(n)), None)
-    live = 0
-    for i, n in enumerate(placeholders):
-        bids = []
-        for t in tensor_values(n.meta.get("val")):
-            if t is None:
-                bids.append(None)
-                continue
-            if i in owned:
-                if owned[i] in group_buffer:
-                    bid = group_buffer[owned[i]]
-                else:
-                    bid = group_buffer[owned[i]] = new_buffer(group_bytes[owned[i]])
-                    live += buffers[bid]
-                refs[bid] += 1
-                if n not in last_use and n not in outputs_used and first_op is not None:
-                    last_use[n] = first_op  # never read: released with the argument list
-            else:
-                bid = new_buffer(nbytes(t))
-                pinned.add(bid)
-                refs[bid] += 1
-                live += buffers[bid]
-            bids.append(bid)
-        value_buffers[n] = bids
-    for n in nodes:  # tensor literals (get_attr): held by the program's module, like caller-held inputs
-        if n.op == "get_attr":
-            bids = []
-            for t in tensor_values(n.meta.get("val")):
-                bid = None
-                if t is not None:
-                    bid = new_buffer(nbytes(t))
-                    pinned.add(bid)
+    for n in released_at_first_line(trace, nodes):  # never read: released with the argument list
+        last_use[n] = first_op
+
+    refs = [0] * len(buffers)  # buffer id -> live values referring to it
+    pinned = buf.held
+    value_buffers: dict[fx.Node, list[int | None]] = {}
+    for n in nodes:
+        if n.op in ("placeholder", "get_attr"):
+            value_buffers[n] = buf.values[n]
+            for bid in buf.values[n]:
+                if bid is not None:
                     refs[bid] += 1
-                    live += buffers[bid]
-                bids.append(bid)
-            value_buffers[n] = bids
+    owned = getattr(trace, "owned_inputs", None) or {}
+    placeholders = [n for n in nodes if n.op == "placeholder"]
     owned_nodes = {placeholders[i] for i in owned if i < len(placeholders)}
-    entry = live
+    live = entry = buf.entry_bytes
     peak, peak_index = entry, -1
     lines: list[LineMemory] = []
     name_of = trace.name
@@ -346,37 +211,12 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
     for n in nodes:
         if n.op in ("placeholder", "output", "get_attr") or is_getitem(n):
             continue
-        outs = tensor_values(n.meta.get("val"))
-        allocated = 0
-        bids: list[int | None] = []
-        for slot, (t, src) in enumerate(zip(outs, alias_sources(n))):
-            if t is None:
-                bids.append(None)
-                continue
-            if isinstance(src, int) and src < len(bids) and bids[src] is not None:
-                bids.append(bids[src])
-                refs[bids[src]] += 1
-                continue
-            if isinstance(src, fx.Node):
-                src_bids = value_buffers.get(src, [])
-                if src_bids and src_bids[0] is not None:
-                    bids.append(src_bids[0])
-                    refs[src_bids[0]] += 1
-                    continue
-            bid = new_buffer(output_buffer_bytes(n, slot, t, rounding) if t.device.type == device_type else 0)
-            refs[bid] += 1
-            allocated += buffers[bid]
-            bids.append(bid)
-        workspace = 0
-        if n.op == "call_module":
-            if materialized_regions:  # run op by op: its inner values are the transient bytes
-                workspace = _region_inner_peak(n, rounding, allocated)
-            else:
-                workspace = region_workspace(n, rounding)
-        elif n.op == "call_function":  # scratch a plain op allocates inside its call (convolutions, FFTs, sorts)
-            from .op_scratch import op_scratch_bytes
-
-            workspace = op_scratch_bytes(n, rounding)
+        bids = buf.slots[n]
+        for bid in bids:
+            if bid is not None:
+                refs[bid] += 1
+        allocated = sum(buffers[bid] for bid in buf.created[n])
+        workspace = line_transient(n, rounding, materialized_regions, allocated, buf.record(n))
         high_water = live + allocated + workspace
         live += allocated
 
@@ -387,11 +227,9 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
         multi = isinstance(n.meta.get("val"), (list, tuple))
         if multi:
             getitems = {u.args[1]: u for u in n.users if is_getitem(u)}
-            flat_index = 0
-            for i, v in enumerate(n.meta["val"]):
+            for i in range(len(n.meta["val"])):
                 g = getitems.get(i)
-                slot = bids[flat_index] if flat_index < len(bids) else None
-                flat_index += 1
+                slot = bids[i] if i < len(bids) else None
                 if g is not None:
                     value_buffers[g] = [slot]
                 elif slot is not None:

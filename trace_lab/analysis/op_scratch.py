@@ -176,7 +176,7 @@ def scratch_unknown(node: fx.Node) -> str | None:
 
 
 def scratch_key(node: fx.Node):
-    """What the liveness cache keys on for ``node`` (``Trace.liveness`` via ``workspace_key``): the
+    """What the liveness cache keys on for ``node`` (``Trace.liveness`` via ``liveness.cache_key``): the
     measured bytes, or for a scratch not measured yet whether it could be measured now, so a line
     priced under a profiler is priced (and measured) again once the profiler has stopped."""
     record = node.meta.get("op_scratch") or {}

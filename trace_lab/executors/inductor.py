@@ -21,10 +21,10 @@ executor measures that workspace once per compiled region, at compile time: it
 runs the region on placeholder inputs of the recorded layouts (a warm-up call,
 then a measured one, with :func:`trace_lab.measure.measure_peak`: CUDA
 ``max_memory_allocated``, CPU profiler allocator events) and records
-peak - outputs as ``workspace_bytes`` in the region's record and in the region
-node's ``meta['region']``, where the liveness model counts it on the region's
-line. Where it cannot be measured (another profiler active) it is 0 and a note
-says so. The same call records how the compiled code lays out its outputs (which
+peak - outputs as ``workspace_bytes`` in the region's record
+(``CompiledProgram.regions``, op id -> RegionRecord), where the liveness model
+counts it on the region's line once the Trace is joined to the program. Where it
+cannot be measured (another profiler active) it is 0 and a note says so. The same call records how the compiled code lays out its outputs (which
 are views of inputs or of each other, the bytes of each fresh storage), and the
 liveness model follows that rather than the captured aliasing (see
 :mod:`.workspace`).
@@ -40,7 +40,8 @@ import time
 import torch
 import torch.fx as fx
 
-from ..analysis.liveness import CUDA_ROUNDING, region_output_bytes
+from ..analysis.region_record import RegionRecord, plan_record
+from ..analysis.storage import CUDA_ROUNDING
 from ..errors import TraceLabError
 from ..trace import Trace, is_getitem, tensor_values
 from .interface import CompiledProgram, Executor, register
@@ -48,7 +49,7 @@ from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_fuse  #
 from ..runtime import generate
 from .fusion_cache import FusionCache, region_signature, signature_hash
 from .workspace import example_tensor as _example
-from .workspace import measure_workspace, record_compiled_region
+from .workspace import compiled_region, measure_workspace
 
 __all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region"]
 
@@ -168,20 +169,20 @@ class InductorExecutor(Executor):
     def compile(self, trace: Trace) -> CompiledProgram:
         started = time.perf_counter()
         compiled: dict[fx.Node, object] = {}
-        records = []
+        records: dict[str, RegionRecord] = {}
         rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
         for node in trace.ops:
             if node.op != "call_module":
                 continue
             sub = trace.gm.get_submodule(node.target)
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
-            region = node.meta.get("region") or {}
-            signature = region.get("signature") or region_signature(sub, input_vals)
+            plan = plan_record(node)
+            signature = plan.signature or region_signature(sub, input_vals)
             try:
                 fn, hit, seconds = self.cache.get_or_compile(
                     signature, lambda: compile_region(sub, input_vals, disable_inductor_caches=not self.fusion_cache))
             except Exception as e:  # noqa: BLE001 - said plainly, cause attached
-                ops = region.get("ops", [])
+                ops = plan.ops
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
                 raise TraceLabError(
                     f"Inductor could not compile fused region {node.target} ({len(ops)} ops: "
@@ -192,35 +193,33 @@ class InductorExecutor(Executor):
             if fn not in self._measured:  # once per compiled region (a cache hit reuses the figure)
                 self._measured[fn] = measure_workspace(fn, input_vals, rounding)
             workspace, out_bytes, layout = self._measured[fn]
-            planned = record_compiled_region(node, layout, workspace, rounding)
-            records.append({"name": node.target, "signature": signature_hash(signature),
-                            "ops": list(region.get("ops", [])), "cache_hit": hit, "compile_seconds": seconds,
-                            "workspace_bytes": workspace, "output_bytes": out_bytes,
-                            "model_output_bytes": region_output_bytes(node, rounding),
-                            "planned_output_bytes": planned})
+            records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
+                                                 name=str(node.target), signature=signature_hash(signature),
+                                                 cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes)
         program = generate(trace, region_runner=compiled.__getitem__, materialized_regions=False)
         run = program.run
         notes = []
         if records:
-            hits = sum(r["cache_hit"] for r in records)
-            notes.append(f"{len(records)} regions, {len({r['signature'] for r in records})} unique signatures, "
+            rows = list(records.values())
+            hits = sum(r.cache_hit for r in rows)
+            notes.append(f"{len(rows)} regions, {len({r.signature for r in rows})} unique signatures, "
                          f"{hits} cache hits" + ("" if self.fusion_cache else " (fusion cache off, Inductor caches off)"))
-            notes.extend(_workspace_notes(records))
+            notes.extend(_workspace_notes(rows))
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
                                source=program.source, regions=records, notes=notes)
 
 
-def _workspace_notes(records) -> list[str]:
+def _workspace_notes(records: list[RegionRecord]) -> list[str]:
     notes = []
-    with_ws = [r for r in records if r["workspace_bytes"]]
+    with_ws = [r for r in records if r.workspace_bytes]
     if with_ws:
-        top = max(with_ws, key=lambda r: r["workspace_bytes"])
-        notes.append(f"{len(with_ws)} regions allocate workspace inside their call (largest: {top['name']}, "
-                     f"{top['workspace_bytes']} B); counted on their lines")
-    if any(r["workspace_bytes"] is None for r in records):
+        top = max(with_ws, key=lambda r: r.workspace_bytes)
+        notes.append(f"{len(with_ws)} regions allocate workspace inside their call (largest: {top.name}, "
+                     f"{top.workspace_bytes} B); counted on their lines")
+    if any(r.workspace_bytes is None for r in records):
         notes.append("region workspace not measured (another profiler is active): counted as 0")
-    odd = [f"{r['name']} ({r['model_output_bytes'] - r['planned_output_bytes']:+d} B)" for r in records
-           if r["model_output_bytes"] != r["planned_output_bytes"]]
+    odd = [f"{r.name} ({r.model_output_bytes - r.planned_output_bytes:+d} B)" for r in records
+           if r.model_output_bytes != r.planned_output_bytes]
     if odd:
         notes.append("regions whose compiled code lays its outputs out otherwise than the fusion plan assumed "
                      f"(own storages for views): {', '.join(odd[:6])}; predicted memory follows the code")

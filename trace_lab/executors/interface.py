@@ -12,19 +12,32 @@ from typing import Callable
 
 import torch.fx as fx
 
-__all__ = ["Executor", "CompiledProgram", "EXECUTORS", "register"]
+from ..analysis.region_record import RegionRecord, region_record
+
+# RegionRecord and region_record (the accessor readers use) are re-exported from analysis.region_record
+__all__ = ["Executor", "CompiledProgram", "EXECUTORS", "register", "RegionRecord", "region_record"]
 
 
 @dataclass
 class CompiledProgram:
-    """A runnable program plus what compiling it cost."""
+    """A runnable program plus what compiling it found and cost.
+
+    ``regions`` is what the executor learnt of each fused region (layout, workspace, cache hit,
+    seconds, splits), op id (the region node's fx name) -> :class:`RegionRecord`: data beside the
+    Trace, joined to it by op id (``Trace.with_regions``; read through ``region_record``), never
+    written on its nodes."""
 
     run: Callable[[list], tuple]  # boxed call: list of inputs -> tuple of outputs
     executor: str
     compile_seconds: float = 0.0
-    regions: list[dict] = field(default_factory=list)  # per fused region: name, signature, cache hit, seconds
+    regions: dict[str, RegionRecord] = field(default_factory=dict)  # op id -> what compiling the region found
     notes: list[str] = field(default_factory=list)
     source: str = ""  # the generated Python that runs the program (trace_lab.runtime.codegen)
+    memory_guard: object = None  # fusion='memory': the re-plans after compiling (trace_lab.memory_guard.GuardResult)
+
+    def region_table(self) -> list[dict]:
+        """One JSON-ready row per region, in program order (what a report lists)."""
+        return [r.to_dict() for r in self.regions.values()]
 
 
 class Executor:

@@ -25,9 +25,10 @@ import torch.fx as fx
 from ..errors import MissingDependencyError
 from ..trace import Trace
 from .interface import CompiledProgram, Executor, register
+from ..analysis.region_record import plan_record
 from ..analysis.liveness import CUDA_ROUNDING
 from ..runtime import generate
-from .workspace import measure_workspace, record_compiled_region
+from .workspace import compiled_region, measure_workspace
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import RegionProgram, Segment, build_definition, segment_signature, split_region, torch_target
@@ -189,17 +190,17 @@ class NvFuserExecutor(Executor):
     def _compile(self, trace: Trace) -> CompiledProgram:
         started = time.perf_counter()
         programs: dict[fx.Node, RegionProgram] = {}
-        regions: list[dict] = []
+        regions: dict = {}  # op id -> RegionRecord
         notes: list[str] = []
         definitions: dict[str, list] = {}
         hits0, misses0 = self.hits, self.misses
         for node in trace.ops:
             if node.op != "call_module":
                 continue
-            program, entry, fds = self._compile_region(trace, node, notes)
+            program, record, fds = self._compile_region(trace, node, notes)
             programs[node] = program
-            regions.append(entry)
-            definitions[entry["name"]] = fds
+            regions[node.name] = record
+            definitions[record.name] = fds
         if not regions:
             notes.append("no fused regions: every op ran through torch (pick a fusion strategy to use nvFuser)")
         else:
@@ -217,8 +218,8 @@ class NvFuserExecutor(Executor):
 
     def _compile_region(self, trace: Trace, node: fx.Node, notes: list[str]):
         gm = trace.gm.get_submodule(node.target)
-        meta = node.meta.get("region") or {}
-        name = meta.get("name", str(node.target))
+        plan = plan_record(node)
+        name = plan.name
         steps, split_notes = split_region(gm, self.fusible_reason)
         notes.extend(f"{name}: {n}" for n in split_notes)
         runners: dict[int, object] = {}
@@ -249,26 +250,20 @@ class NvFuserExecutor(Executor):
         program = RegionProgram(gm, steps, runners, multi)
         # What the region allocates inside its call beyond its outputs (segment boundaries, nvFuser's
         # own intermediates): measured once per structure, counted on the region's line by liveness.
-        key = meta.get("signature") or tuple(e.get("signature") for e in seg_entries)
+        key = plan.signature or tuple(e.get("signature") for e in seg_entries)
         if key not in self._workspace:
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             self._workspace[key] = measure_workspace(program, input_vals, CUDA_ROUNDING)
         workspace, out_bytes, layout = self._workspace[key]
-        record_compiled_region(node, layout, workspace, CUDA_ROUNDING)
         fused = [e for e in seg_entries if "fallback" not in e]
-        region_entry = {
-            "name": name,
-            "ops": sum(1 for n in gm.graph.nodes if n.op == "call_function"),
-            "signature": meta.get("signature") or "+".join(e["signature"] for e in fused) or None,
-            "cache_hit": bool(fused) and all(e["cache_hit"] for e in fused),
-            "compile_seconds": sum(e["compile_seconds"] for e in seg_entries),
-            "segments": seg_entries,
-            "torch_ops": [str(item.target) for kind, item in steps if kind == "torch"],
-            "split": split_notes,
-            "workspace_bytes": workspace,
-            "output_bytes": out_bytes,
-        }
-        return program, region_entry, fds
+        record = compiled_region(
+            node, layout, workspace, CUDA_ROUNDING, executor="nvfuser", name=name,
+            signature=plan.signature or "+".join(e["signature"] for e in fused) or None,
+            cache_hit=bool(fused) and all(e["cache_hit"] for e in fused),
+            compile_seconds=sum(e["compile_seconds"] for e in seg_entries), output_bytes=out_bytes,
+            split=tuple(split_notes),
+            details={"segments": seg_entries, "torch_ops": [str(item.target) for kind, item in steps if kind == "torch"]})
+        return program, record, fds
 
 
 def region_definitions(compiled: CompiledProgram, region: str) -> str:

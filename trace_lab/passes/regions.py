@@ -22,7 +22,7 @@ import operator
 import torch
 import torch.fx as fx
 
-from ..analysis.liveness import alias_sources
+from ..analysis.buffers import alias_sources
 from ..printer import target_name
 from ..trace import Trace, is_getitem
 from .signature import region_signature

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import torch.fx as fx
 
-from ..analysis.op_scratch import op_scratch_bytes
-from ..analysis.liveness import CUDA_ROUNDING, _region_inner_peak, alias_sources, region_workspace, tensor_bytes
-from ..trace import is_getitem, tensor_values
+from ..analysis.buffers import Buffers, reads, released_at_first_line
+from ..analysis.liveness import line_transient
+from ..trace import is_getitem
 from .partition import OpGraph, Unit, producer
 
 __all__ = ["MemoryModel", "UnitCost", "min_peak_order", "merge_pass"]
@@ -60,75 +60,43 @@ def _values(node: fx.Node) -> list[fx.Node]:
 
 
 class MemoryModel:
-    """Buffers of a Trace and what each unit allocates, touches and frees."""
+    """Buffers of a Trace and what each unit allocates, touches and frees.
+
+    Built from the liveness model's own primitives (:mod:`trace_lab.analysis.buffers`): the
+    same buffers, storage groups, aliasing, held and handed-over inputs and reads, and the
+    same transient bytes per line (:func:`~trace_lab.analysis.liveness.line_transient`)."""
 
     def __init__(self, trace, graph: OpGraph, materialized: bool):
         self.graph = graph
         self.materialized = materialized
-        self.rounding = rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
-        self.nbytes: list[int] = []
-        self.pinned: set[int] = set()
-        self.value_bid: dict[fx.Node, int] = {}
-        self.slots: dict[fx.Node, list] = {}  # op -> buffer id per output slot (None: not a tensor)
-        self.created: dict[fx.Node, list[int]] = {}  # op -> buffers it creates
-
-        def new(nbytes: int) -> int:
-            self.nbytes.append(nbytes)
-            return len(self.nbytes) - 1
-
-        # inputs the caller handed over die at their last use, one buffer per storage group
-        # (Trace.owned_inputs, as analysis/liveness.py counts them); the others are pinned
-        owned = getattr(trace, "owned_inputs", None) or {}
-        placeholder_index = {n: i for i, n in enumerate(trace.inputs)}
-        group_bid: dict[str, int] = {}
-        for n in trace.graph.nodes:
-            if n.op in ("placeholder", "get_attr"):
-                ts = [t for t in tensor_values(n.meta.get("val")) if t is not None]
-                group = owned.get(placeholder_index.get(n, -1))
-                if ts and group is not None:
-                    if group not in group_bid:
-                        group_bid[group] = new(0)
-                    bid = group_bid[group]
-                    self.nbytes[bid] = max(self.nbytes[bid], tensor_bytes(ts[0], rounding))
-                    self.value_bid[n] = bid
-                elif ts:
-                    bid = new(tensor_bytes(ts[0], rounding))
-                    self.pinned.add(bid)
-                    self.value_bid[n] = bid
-            elif n.op == "output" or is_getitem(n):
-                continue
-            else:
-                slots, created = [], []
-                for t, src in zip(tensor_values(n.meta.get("val")), alias_sources(n)):
-                    if t is None:
-                        slots.append(None)
-                    elif isinstance(src, int) and src < len(slots) and slots[src] is not None:
-                        slots.append(slots[src])
-                    elif isinstance(src, fx.Node) and src in self.value_bid:
-                        slots.append(self.value_bid[src])
-                    else:
-                        bid = new(tensor_bytes(t, rounding))
-                        created.append(bid)
-                        slots.append(bid)
-                self.slots[n], self.created[n] = slots, created
-                if isinstance(n.meta.get("val"), (list, tuple)):
-                    for g in n.users:
-                        if is_getitem(g) and g.args[1] < len(slots) and slots[g.args[1]] is not None:
-                            self.value_bid[g] = slots[g.args[1]]
-                elif slots and slots[0] is not None:
-                    self.value_bid[n] = slots[0]
+        buffers = Buffers(trace)
+        self.rounding = buffers.rounding
+        self.buffers = buffers
+        self.nbytes: list[int] = buffers.nbytes
+        self.slots = buffers.slots  # op -> buffer id per output slot (None: not a tensor)
+        self.created = buffers.created  # op -> buffers it creates
+        # a unit reads a value's buffers; a value is one buffer (its first tensor's) for ordering
+        self.value_bid: dict[fx.Node, int] = {v: bids[0] for v, bids in buffers.values.items()
+                                              if bids and bids[0] is not None}
         self.returned = set(trace.output_node.all_input_nodes)
+        # held inputs and constants never die; neither do the buffers of returned values
+        self.pinned: set[int] = set(buffers.held)
         for v in self.returned:
-            if v in self.value_bid:
-                self.pinned.add(self.value_bid[v])
+            self.pinned.update(b for b in buffers.values.get(v, ()) if b is not None)
+        # handed-over inputs nothing reads are released with the argument list, after the first unit
+        released = {b for v in released_at_first_line(trace) for b in buffers.values.get(v, ()) if b is not None}
         self._cache: dict[Unit, UnitCost] = {}
 
         # per op: (value, bid, ops reading it) it produces; (producer op, bid) of what it reads
         self._out: dict[fx.Node, list] = {}
         self._in: dict[fx.Node, list] = {}
+        touched = set()
         for n in graph.ops:
             self._out[n] = [(v, self.value_bid.get(v), {producer(u) for u in v.users}) for v in _values(n)]
-            self._in[n] = [(producer(a), self.value_bid[a]) for a in n.all_input_nodes if a in self.value_bid]
+            self._in[n] = [(producer(a), b) for a in reads(n) for b in buffers.values.get(a, ()) if b is not None]
+            touched.update(b for _, b in self._in[n])
+        released -= touched | self.pinned  # a buffer another input in its group keeps alive is not released
+        self.released_first = sum(self.nbytes[b] for b in released)
         self._op_costs = {n: self._op_cost(n) for n in graph.ops}
 
     # -- pricing units --------------------------------------------------------------------
@@ -142,12 +110,8 @@ class MemoryModel:
     def _op_cost(self, n: fx.Node) -> UnitCost:
         touched = {b for _, b in self._in[n]} | {b for b in self.slots.get(n, []) if b is not None}
         alloc = sum(self.nbytes[b] for b in self.created.get(n, []))
-        extra = 0
-        if n.op == "call_module":  # a region fused earlier: run op by op, or its compiled workspace
-            extra = (_region_inner_peak(n, self.rounding, alloc) if self.materialized
-                     else region_workspace(n, self.rounding))
-        elif n.op == "call_function":  # scratch inside a plain op's call, priced as liveness prices it
-            extra = op_scratch_bytes(n, self.rounding)
+        # a region fused earlier (run op by op, or its compiled workspace), a plain op's scratch
+        extra = line_transient(n, self.rounding, self.materialized, alloc, self.buffers.record(n))
         return UnitCost(alloc, extra, tuple(sorted(touched)))
 
     def _region_cost(self, unit: Unit) -> UnitCost:
@@ -174,15 +138,17 @@ class MemoryModel:
     # -- pricing orders --------------------------------------------------------------------
     def peak(self, order) -> int:
         """Predicted peak above inputs of running ``order`` (a list of units)."""
-        return _simulate([self.cost(u) for u in order], self.nbytes, self.pinned)[0]
+        return _simulate([self.cost(u) for u in order], self.nbytes, self.pinned,
+                         released_first=self.released_first)[0]
 
 
-def _simulate(costs, nbytes, pinned, freeable=None, keep_profile: bool = False):
+def _simulate(costs, nbytes, pinned, freeable=None, keep_profile: bool = False, released_first: int = 0):
     remaining = Counter()
     for c in costs:
         remaining.update(c.touched)
     live = peak = 0
     hws, before = [], []
+    release = released_first  # handed-over inputs nothing reads: gone after the first unit
     for c in costs:
         if keep_profile:
             before.append(live)
@@ -195,6 +161,8 @@ def _simulate(costs, nbytes, pinned, freeable=None, keep_profile: bool = False):
             remaining[b] -= 1
             if remaining[b] == 0 and b not in pinned and (freeable is None or b in freeable):
                 live -= nbytes[b]
+        live -= release
+        release = 0
     return peak, hws, before
 
 
@@ -227,6 +195,8 @@ class _State:
         self.indeg = [len(p) for p in preds]
         self.ready = {i for i, d in enumerate(self.indeg) if d == 0}
         self.live = self.peak = 0
+        self.applied = 0
+        self.released_first = model.released_first
         self.high = [c.alloc + c.extra for c in self.costs]
         # net[i] = alloc - bytes unit i would free now (its freeable buffers no other pending
         # unit touches), kept up to date as buffers' remaining counts pass through 1
@@ -272,6 +242,9 @@ class _State:
             self._count(b, -1)
             if self.remaining[b] == 0 and b not in self.pinned:
                 self.live -= self.nbytes[b]
+        if self.applied == 0:
+            self.live -= self.released_first
+        self.applied += 1
         self.ready.discard(i)
         for s in self.succs[i]:
             self.indeg[s] -= 1
@@ -281,6 +254,7 @@ class _State:
 
     def undo(self, record) -> None:
         i, self.live, self.peak = record
+        self.applied -= 1
         for b in self.costs[i].touched:
             self._count(b, +1)
         for s in self.succs[i]:
@@ -381,7 +355,8 @@ class _Profile:
     def __init__(self, model: MemoryModel, order):
         self.model, self.order = model, order
         costs = [model.cost(u) for u in order]
-        _, self.hws, self.before = _simulate(costs, model.nbytes, model.pinned, keep_profile=True)
+        _, self.hws, self.before = _simulate(costs, model.nbytes, model.pinned, keep_profile=True,
+                                             released_first=model.released_first)
         self.last: dict[int, Unit] = {}
         for u, c in zip(order, costs):
             for b in c.touched:
@@ -405,6 +380,7 @@ class _Profile:
             for b in c.touched:
                 counts[b] = counts.get(b, 0) + 1
         live, peak, hws, before = self.before[i], 0, [], []
+        release = model.released_first if i == 0 else 0  # gone after the program's first unit
         for c in costs:
             before.append(live)
             hw = live + c.alloc + c.extra
@@ -415,6 +391,8 @@ class _Profile:
                 counts[b] -= 1
                 if counts[b] == 0 and pos[last[b]] <= j and b not in model.pinned:
                     live -= model.nbytes[b]
+            live -= release
+            release = 0
         return peak, hws, before
 
     def replace(self, new, i: int, j: int, hws, before) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
+from ..analysis.region_record import region_record
 from ..printer import format_bytes, source_line, target_name, type_comment
 from ..trace import Trace, is_getitem, tensor_values
 
@@ -330,7 +331,7 @@ class _Builder:
         names, getitems = self._outer_names(node)
         peak = node is self.peak_node
         nid = self._new_id("r_", rname)
-        ops = (node.meta.get("region") or {}).get("ops") or [_op_name(n) for n in inner.ops]
+        ops = region_record(self.trace, node).ops or [_op_name(n) for n in inner.ops]
         listed = ", ".join(map(str, ops[:4])) + (f", ... (+{len(ops) - 4})" if len(ops) > 4 else "")
         types = [_short_type(v) for v in node.meta.get("val")]
         rows = [(f"{names} = {rname}", "b"), (f"{len(inner.ops)} ops: {listed}", "small"),
@@ -427,7 +428,7 @@ class _Builder:
             if n.op != "call_module":
                 self.add_op(n)
                 continue
-            rname = str((n.meta.get("region") or {}).get("name", n.target))
+            rname = region_record(trace, n).name
             if self.collapse or not self.flat.inner[n].ops:
                 self.add_collapsed_region(n, rname, color)
             else:
