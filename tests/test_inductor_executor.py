@@ -107,16 +107,16 @@ def test_fusion_cache_off_compiles_every_region_with_inductor_caches_off(monkeyp
 
     cached = trace_lab.jit(two_paths, fusion="dataflow", executor="inductor")
     torch.testing.assert_close(cached(*args), expected)
-    regions = cached.programs[0].forward.compiled.regions
-    assert len(regions) == 4 and len({r["signature"] for r in regions}) == 1  # relu on f32[8, 8], 4 times
-    assert [r["cache_hit"] for r in regions] == [False, True, True, True]
+    regions = list(cached.programs[0].forward.compiled.regions.values())
+    assert len(regions) == 4 and len({r.signature for r in regions}) == 1  # relu on f32[8, 8], 4 times
+    assert [r.cache_hit for r in regions] == [False, True, True, True]
     assert len(seen) == 1
 
     seen.clear()
     uncached = trace_lab.jit(two_paths, fusion="dataflow", executor="inductor", fusion_cache=False)
     torch.testing.assert_close(uncached(*args), expected)
-    regions = uncached.programs[0].forward.compiled.regions
-    assert [r["cache_hit"] for r in regions] == [False] * 4
+    regions = list(uncached.programs[0].forward.compiled.regions.values())
+    assert [r.cache_hit for r in regions] == [False] * 4
     assert seen == [(True, False, False)] * 4  # each compiled with Inductor's own caches off
 
 
