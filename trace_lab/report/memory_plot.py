@@ -8,7 +8,8 @@ model's high-water mark, which counts an op's inputs and outputs together and
 can lie above the curve) as a dashed level in the curve's colour, otherwise at
 the curve's maximum. Labels are user text: ``$`` is escaped so matplotlib never
 parses them as math, and SVG text is written as paths (no raw text in the file).
-:func:`curves_from_traces` builds the inputs from Traces. A curve longer than
+:func:`curves_from_traces` builds the inputs from Traces, :func:`curves_from_stages` from a
+report's view model. A curve longer than
 ``MAX_POINTS`` is drawn through its envelope (per bucket of lines its lowest and
 highest value, in line order; first, last and peak kept exactly): the picture is the
 same at the figure's resolution and the SVG stays small (~25 KB) for 10,000-line programs.
@@ -19,7 +20,7 @@ import io
 
 from ..printer import format_bytes
 
-__all__ = ["memory_curve_svg", "memory_curve_png", "curves_from_traces"]
+__all__ = ["memory_curve_svg", "memory_curve_png", "curves_from_traces", "curves_from_stages"]
 
 _UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1))
 MAX_POINTS = 600  # a lowest and a highest point per ~2 pixels of the default figure's plot area
@@ -122,15 +123,25 @@ def memory_curve_png(curves: dict[str, list[int]], peaks: dict[str, int] | None 
 def curves_from_traces(traces, materialized_regions: bool | None = None) -> tuple[dict, dict]:
     """({label: curve}, {label: peak bytes}) for Traces, labelled by stage (and kind if mixed)."""
     traces = list(traces)
-    kinds = {t.kind for t in traces}
+    lives = [t.liveness(materialized_regions) for t in traces]
+    return _labelled([(t.kind, t.stage, live.curve(), live.peak_bytes) for t, live in zip(traces, lives)])
+
+
+def curves_from_stages(stages) -> tuple[dict, dict]:
+    """:func:`curves_from_traces` for a view model's stages (:class:`~trace_lab.report.view_model.StageView`)."""
+    return _labelled([(s.kind, s.stage, s.curve(), s.peak_bytes) for s in stages])
+
+
+def _labelled(items) -> tuple[dict, dict]:
+    """``items``: (kind, stage, curve, peak) -> curves and peaks labelled by stage (and kind if mixed)."""
+    kinds = {kind for kind, _, _, _ in items}
     curves, peaks = {}, {}
-    for t in traces:
-        label = t.stage if len(kinds) == 1 else f"{t.kind}: {t.stage}"
+    for kind, stage, curve, peak in items:
+        label = stage if len(kinds) == 1 else f"{kind}: {stage}"
         base, k = label, 1
         while label in curves:
             k += 1
             label = f"{base} ({k})"
-        live = t.liveness(materialized_regions)
-        curves[label] = live.curve()
-        peaks[label] = live.peak_bytes
+        curves[label] = curve
+        peaks[label] = peak
     return curves, peaks

@@ -297,7 +297,8 @@ def timeline_svg(timeline: dict, title: str = "") -> str:
     mem.set_xlabel("ms", fontsize=8)
     buf = io.StringIO()
     fig.tight_layout()
-    fig.savefig(buf, format="svg")
+    with matplotlib.rc_context({"svg.hashsalt": "trace_lab"}):  # the same timeline gives the same SVG
+        fig.savefig(buf, format="svg", metadata={"Date": None})
     plt.close(fig)
     return buf.getvalue()
 
