@@ -272,7 +272,7 @@ def _compile(cfg: dict, fn, bench: str):
 def _trace_lab_stats(jfn) -> dict:
     if True:
         regions = [r for p in jfn.programs for part in p.parts if part.compiled
-                   for r in (getattr(part.compiled, "regions", None) or [])]
+                   for r in part.compiled.region_table()]
         segs = [s for r in regions for s in (r.get("segments") or [])]
         executors = {getattr(part.compiled, "executor", None) for p in jfn.programs for part in p.parts if part.compiled}
         ex = next((jfn._executors[e] for e in executors if e in getattr(jfn, "_executors", {})), None)

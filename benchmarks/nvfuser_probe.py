@@ -134,7 +134,7 @@ def _llama8_child() -> None:
     torch.cuda.synchronize()
     first = time.perf_counter() - t0
     cmp = compare.compare_runs(compare.snapshot(got_out, model, (x,)), eager)
-    regions = [r for p in jfn.programs for part in p.parts for r in part.compiled.regions]
+    regions = [r for p in jfn.programs for part in p.parts for r in part.compiled.region_table()]
     print("RESULT " + json.dumps({"ok": cmp.ok, "problems": cmp.problems[:4], "first_iter_s": round(first, 2),
                                   "regions": len(regions),
                                   "fallbacks": [s["fallback"] for r in regions for s in r["segments"]

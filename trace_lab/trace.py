@@ -5,7 +5,10 @@ pass, and adds what the lab shows on top of it: Thunder-style short names
 (``t0, t1, ...`` for computed values, readable names for inputs), the kind of
 program (forward / backward / inference), the pass stage that produced it and
 how long that pass took. Traces are immutable by convention: passes build a new
-GraphModule and call :meth:`Trace.derive`.
+GraphModule and call :meth:`Trace.derive`. Nothing writes a Trace after the passes:
+what an executor finds when it compiles the last stage comes back on its
+``CompiledProgram`` and the jit joins it to that stage by op id
+(:meth:`Trace.with_regions`, read through ``analysis.region_record.region_record``).
 
 Multi-output ops (``native_layer_norm``, ``_foreach_*``) are shown unpacked,
 Thunder style: ``(t5, t6, _) = aten.native_layer_norm.default(...)``. Their
@@ -93,7 +96,10 @@ class Trace:
     def with_regions(self, regions) -> "Trace":
         """This stage joined to what compiling it found: ``regions`` (``CompiledProgram.regions``,
         op id -> RegionRecord) keyed by the fx names of this stage's region nodes. A new Trace on the
-        same graph (same names, stage and info); this one is left as it was."""
+        same graph (same names, stage and info); this one is left as it was (and returned itself when
+        there is nothing to join)."""
+        if not regions and not self.compiled_regions:
+            return self  # nothing compiled to join (no fused regions): the same stage, its cache kept
         joined = copy.copy(self)
         joined.__dict__.pop("_liveness_cache", None)
         joined.compiled_regions = MappingProxyType(dict(regions or {}))
