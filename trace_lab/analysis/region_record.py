@@ -16,7 +16,7 @@ record where the trace (or program) has one, else the plan alone (``compiled`` F
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
 
@@ -86,7 +86,3 @@ def region_record(source, node: fx.Node) -> RegionRecord | None:
     record = records_of(source).get(node.name) if source is not None else None
     return record if record is not None else plan_record(node)
 
-
-def compiled_record(node: fx.Node, **found) -> RegionRecord:
-    """A compiled region's record: the plan of ``node`` with what compiling found (``found``)."""
-    return replace(plan_record(node), compiled=True, **found)
