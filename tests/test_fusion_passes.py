@@ -213,7 +213,7 @@ def test_max_region_ops_bounds_horizontal_regions(paths_trace):
     from trace_lab.passes import PassContext
     from trace_lab.passes.fusion import fusion_pass
 
-    fused = fusion_pass(paths_trace, PassContext(Options(fusion="horizontal", extra={"max_region_ops": 2}),
+    fused = fusion_pass(paths_trace, PassContext(Options(fusion="horizontal", max_region_ops=2),
                                                  INDUCTOR_LIKE))
     # by hand (FIFO queue, a ready relu joins only while the region holds <= 2 ops):
     # relu0 pulls relu1, relu2 waits for its own region; the mms; then the same for the second relus.
@@ -223,4 +223,4 @@ def test_max_region_ops_bounds_horizontal_regions(paths_trace):
     jf = trace_lab.jit(paths, fusion="horizontal", executor="eager", max_region_ops=2)
     torch.testing.assert_close(jf(*xs), paths(*xs))
     with pytest.raises(ValueError, match="max_region_ops"):
-        fusion_pass(paths_trace, PassContext(Options(fusion="horizontal", extra={"max_region_ops": 0}), INDUCTOR_LIKE))
+        Options(fusion="horizontal", max_region_ops=0)

@@ -13,6 +13,7 @@ import pytest
 
 from trace_lab.errors import MissingDependencyError
 from trace_lab.executors import base, nvfuser_import
+from trace_lab.options import Options
 
 
 class _Failing(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -87,4 +88,4 @@ def test_an_import_error_of_a_pass_module_propagates(monkeypatch, error):
     _inject(monkeypatch, "trace_lab.passes.sort_waits", error, passes.PASSES, "sort_waits")
     # before, a pass module that failed to import was left out of the pipeline without a word
     with pytest.raises(ImportError, match="wait_chain|sort_waits"):
-        passes.pipeline_for(object(), "forward")
+        passes.pipeline_for(Options())

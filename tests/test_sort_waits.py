@@ -65,7 +65,7 @@ def names(trace):
 
 
 def run_pass(trace, **opts):
-    return sort_waits_pass(trace, PassContext(Options(extra=opts), None))
+    return sort_waits_pass(trace, PassContext(Options(**opts), None))
 
 
 def test_unlimited_gathers_issue_in_consumption_order_and_waits_meet_consumers():
@@ -123,9 +123,9 @@ def test_no_collectives_is_a_noop():
 def test_default_limit_and_bad_option():
     assert default_max_inflight(Options(fsdp="zero3")) == 2
     assert default_max_inflight(Options(fsdp="zero2")) is None
-    assert default_max_inflight(Options(fsdp="zero3", extra={"max_inflight_gathers": None})) is None
+    assert default_max_inflight(Options(fsdp="zero3", max_inflight_gathers=None)) is None
     with pytest.raises(TraceLabError, match="max_inflight_gathers=0"):
-        default_max_inflight(Options(extra={"max_inflight_gathers": 0}))
+        Options(max_inflight_gathers=0)
 
 
 def test_estimated_timeline_overlap_by_hand():

@@ -23,7 +23,8 @@ import torch
 
 from . import compare
 from .errors import nothing_captured
-from .jit import EXTRA_OPTIONS, JitFunction, jit
+from .jit import JitFunction
+from .options import OPTIONS, Options, check_option, names, with_signature
 from .measure import median, synchronize, time_host_device
 
 __all__ = ["inspect", "default_loss"]
@@ -43,26 +44,28 @@ def _device_of(fn, args) -> torch.device:
     return torch.device("cpu")
 
 
-def inspect(fn, *args, fusion: str = "auto", executor: str = "auto", fusion_cache: bool = True,
-            sort_waits: bool = True, fsdp: str | None = None, runs: int = 5, backward: bool | None = None,
-            loss=None, name: str | None = None, check: bool = True, measure_memory: bool = True,
-            progress=None, measure_comm: bool | None = None, kwargs: dict | None = None, **extra):
+@with_signature
+def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **options):
     """Compile ``fn``, run ``fn(*args, **kwargs)`` (and its backward), check it against eager, measure it.
 
-    ``backward``: None runs the backward when an output requires grad; ``loss(out)``
-    gives the scalar to differentiate (default: sum of outputs). ``progress(msg)``
+    The options are those of :data:`trace_lab.options.SCHEMA` offered to ``inspect`` (the signature
+    lists them): every :func:`trace_lab.jit` option, and ``runs``, ``check``, ``backward``, ``name``,
+    ``measure_memory``, ``measure_comm``. ``backward``: None runs the backward when an output requires
+    grad; ``loss(out)`` gives the scalar to differentiate (default: sum of outputs). ``progress(msg)``
     is called at each step (the notebook shows it).
 
     Keyword arguments of ``fn``: ``kwargs={...}`` always goes to ``fn``. A keyword that is
-    not a trace_lab option (inspect's own, or a :func:`trace_lab.jit` option) goes to ``fn``
-    too when ``fn``'s signature names it (``inspect(F.softmax, x, dim=-1)``); a trace_lab
-    option of the same name wins, so pass such a keyword through ``kwargs=``. Any other
-    keyword is a TypeError that names the options and ``fn``'s parameters.
+    not a trace_lab option goes to ``fn`` too when ``fn``'s signature names it
+    (``inspect(F.softmax, x, dim=-1)``); a trace_lab option of the same name wins, so pass such a
+    keyword through ``kwargs=``. Any other keyword is a TypeError that names the options and
+    ``fn``'s parameters.
     """
     from .report import Report
 
-    extra, fn_kwargs = _split_keywords(fn, extra, kwargs)
-    if fsdp in ("zero2", "zero3") and not isinstance(fn, JitFunction):
+    given, fn_kwargs = _split_keywords(fn, options, kwargs)
+    opts = {n: check_option(n, given.get(n, OPTIONS[n].default)) for n in names("inspect")}
+    runs, backward, fsdp = opts["runs"], opts["backward"], opts["fsdp"]
+    if fsdp and not isinstance(fn, JitFunction):
         # shard a plain module now, as jit would: the eager reference below is then the sharded module's run
         from .distributed.sharding import shard_for_jit
 
@@ -85,7 +88,7 @@ def inspect(fn, *args, fusion: str = "auto", executor: str = "auto", fusion_cach
         return out
 
     eager_snap = None
-    if check:
+    if opts["check"]:
         say("running eager reference")
         ref = compare.deepcopy_for_reference(fn, all_args)
         if ref is None:
@@ -100,8 +103,7 @@ def inspect(fn, *args, fusion: str = "auto", executor: str = "auto", fusion_cach
             random_state.restore()
             del ref, ref_fn, ref_args, ref_kwargs, ref_out
 
-    jfn = fn if isinstance(fn, JitFunction) else jit(fn, fusion=fusion, executor=executor, fusion_cache=fusion_cache,
-                                                    sort_waits=sort_waits, fsdp=fsdp, **extra)
+    jfn = fn if isinstance(fn, JitFunction) else JitFunction(fn, Options(**{n: opts[n] for n in names("jit")}))
     target = jfn.fn
     say("compiling and running the first call")
     synchronize(device)
@@ -121,7 +123,7 @@ def inspect(fn, *args, fusion: str = "auto", executor: str = "auto", fusion_cach
         warnings.append(f"no program was compiled: {nothing_captured(jfn, all_args)}")
 
     n_measure = len(jfn.measurements)
-    if measure_memory:
+    if opts["measure_memory"]:
         say("measuring peak memory")
         with jfn.measuring():
             call(jfn, args)
@@ -134,22 +136,23 @@ def inspect(fn, *args, fusion: str = "auto", executor: str = "auto", fusion_cach
         timed = time_host_device(lambda: call(jfn, args), device, runs)  # host and (CUDA) device time per call
         times, timing = timed.seconds, timed.to_dict()
     comm = None
+    measure_comm = opts["measure_comm"]
     if measure_comm or (measure_comm is None and runs > 0 and _multi_process_collectives(jfn)):
         say("measuring exposed communication (wait stalls, collective calibration)")
         from .distributed.comm_measure import measure_comm as _measure_comm
 
         comm = _measure_comm(lambda: call(jfn, args), device, jfn=jfn, steps=1, iter_seconds=median(times))
-    return Report.from_run(jfn, name=name, device=device, first_run_seconds=first_run,
+    return Report.from_run(jfn, name=opts["name"], device=device, first_run_seconds=first_run,
                            steady_seconds=median(times), run_seconds=times, comparison=comparison,
                            measurements=measurements, warnings=warnings, comm=comm, timing=timing)
 
 
 def _split_keywords(fn, extra: dict, kwargs: dict | None) -> tuple[dict, dict]:
-    """(trace_lab.jit's extra options, fn's keyword arguments) from inspect's ``**extra`` and ``kwargs=``."""
+    """(inspect's options, fn's keyword arguments) from inspect's ``**options`` and ``kwargs=``."""
     import difflib
     import inspect as pyinspect
 
-    jit_options = {"cuda_graphs", *EXTRA_OPTIONS}
+    option_names = set(names("inspect"))
     fn_kwargs = dict(kwargs or {})
     try:
         params = pyinspect.signature(fn.fn if isinstance(fn, JitFunction) else fn).parameters
@@ -158,7 +161,7 @@ def _split_keywords(fn, extra: dict, kwargs: dict | None) -> tuple[dict, dict]:
     named = {n for n, p in (params or {}).items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     options, unknown = {}, []
     for key, value in extra.items():
-        if key in jit_options:
+        if key in option_names:
             options[key] = value
         elif key in named:
             if key in fn_kwargs:
@@ -167,8 +170,7 @@ def _split_keywords(fn, extra: dict, kwargs: dict | None) -> tuple[dict, dict]:
         else:
             unknown.append(key)
     if unknown:
-        own = [n for n in pyinspect.signature(inspect).parameters if n not in ("fn", "args", "extra")]
-        known = own + sorted(jit_options)
+        known = [n for n in pyinspect.signature(inspect).parameters if n not in ("fn", "args")]
         fn_name = getattr(fn, "__name__", type(fn).__name__)
         if params is None:
             theirs = f"nor a keyword of {fn_name} (its signature cannot be read: it takes keywords through kwargs= only)"

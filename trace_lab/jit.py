@@ -16,7 +16,7 @@ are not disturbed by it; see :mod:`trace_lab.measure`.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -24,57 +24,17 @@ from .analysis.handover import owned_backward_inputs
 from .capture import CaptureSession, Program, ProgramPart
 from .errors import TraceLabError, dynamo_break_counts, dynamo_breaks_since, explain_compile_error, nothing_captured
 from .executors import get_executor, resolve_executor
+from .options import FUSION_STRATEGIES, Options, check_names, with_signature
 from .passes import PassContext, run_pipeline
 from .trace import Trace, node_device
 
 __all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES"]
 
-FUSION_STRATEGIES = ("auto", "none", "dataflow", "horizontal", "memory")
 # fusion="auto" (the default): what runs no slower than eager PyTorch on each device, measured on an
 # H100 (benchmarks/BENCHMARKS.md): on CUDA, unfused programs are host-bound (one launch per decomposed
 # op: 1.6x eager's step for an 8-layer llama) and dataflow regions are not (1.0x with nvFuser, 0.8x with
 # Inductor); on CPU, fusing means compiling C++ per region, so the default stays unfused there.
 AUTO_FUSION = {"cuda": "dataflow"}
-# options read by passes from Options.extra (and only these: a misspelt one is an error, not ignored)
-EXTRA_OPTIONS = {
-    "max_region_ops": "cap on the ops of one horizontal region (passes/fusion.py)",
-    "max_inflight_gathers": "ZeRO-3 all-gathers in flight at once, None = unlimited (passes/sort_waits.py)",
-}
-EXECUTOR_CHOICES = ("auto", "eager", "inductor", "nvfuser")
-
-
-@dataclass
-class Options:
-    """Compiler options; every field is a pass or executor switch the lab can toggle."""
-
-    fusion: str = "auto"
-    executor: str = "auto"
-    fusion_cache: bool = True
-    sort_waits: bool = True
-    fsdp: str | None = None
-    cuda_graphs: bool = False  # replay each CUDA program from a recorded graph (executors/cuda_graphs.py)
-    extra: dict = field(default_factory=dict)
-
-    def validate(self) -> "Options":
-        if self.fusion not in FUSION_STRATEGIES:
-            raise ValueError(f"fusion={self.fusion!r} is not a fusion strategy; choose one of {', '.join(FUSION_STRATEGIES)}")
-        if self.executor not in EXECUTOR_CHOICES:
-            raise ValueError(f"executor={self.executor!r} is not known; choose one of {', '.join(EXECUTOR_CHOICES)}")
-        if self.fsdp not in (None, "zero2", "zero3"):
-            raise ValueError(f"fsdp={self.fsdp!r}: choose zero2, zero3 or leave it unset")
-        unknown = sorted(set(self.extra) - set(EXTRA_OPTIONS))
-        if unknown:
-            import difflib
-
-            known = [f.name for f in fields(self) if f.name != "extra"] + sorted(EXTRA_OPTIONS)
-            hints = [f"{u!r} (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(u, known, 1)) else repr(u)
-                     for u in unknown]
-            raise TypeError(f"trace_lab.jit got unknown option{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
-                            f"options: {', '.join(known)}")
-        return self
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass
@@ -93,7 +53,7 @@ class JitFunction:
     """A function compiled by trace_lab; call it like the original."""
 
     def __init__(self, fn, options: Options):
-        self.options = options.validate()
+        self.options = options
         self.fn = fn = _fsdp_prepare(fn, self.options)
         self._fsdp_unchecked = bool(self.options.fsdp)  # until a call shows sharded parameters reached programs
         self.session = CaptureSession(self._compile_part, prepare_joint=_joint_preparer(self.options))
@@ -165,7 +125,7 @@ class JitFunction:
     # -- the per-program compiler (called by capture) ---------------------------------------
     def _executor(self, name: str):
         if name not in self._executors:
-            self._executors[name] = get_executor(name, fusion_cache=self.options.fusion_cache)
+            self._executors[name] = get_executor(name, self.options)
         return self._executors[name]
 
     def _compile_part(self, program: Program, part: ProgramPart):
@@ -311,14 +271,15 @@ def _raise_recompile_limits() -> None:
             setattr(cfg, attr, value)
 
 
-def jit(fn=None, *, fusion: str = "auto", executor: str = "auto", fusion_cache: bool = True,
-        sort_waits: bool = True, fsdp: str | None = None, cuda_graphs: bool = False, **extra) -> JitFunction:
-    """Compile ``fn`` (a function or ``nn.Module``) with trace_lab; see :class:`Options`.
+@with_signature
+def jit(fn=None, **options) -> JitFunction:
+    """Compile ``fn`` (a function or ``nn.Module``) with trace_lab; the options are those of
+    :data:`trace_lab.options.SCHEMA` offered to ``jit`` (see :class:`Options`; the signature lists them).
 
     ``cuda_graphs=True`` replays each CUDA program from a recorded CUDA graph after a warm-up call
     (:mod:`trace_lab.executors.cuda_graphs`): outputs then live in the graph's memory until the next call."""
-    opts = Options(fusion=fusion, executor=executor, fusion_cache=fusion_cache, sort_waits=sort_waits,
-                   fsdp=fsdp, cuda_graphs=cuda_graphs, extra=extra)
+    check_names(options, "jit", "trace_lab.jit")
+    opts = Options(**options)
     if fn is None:
         return lambda f: JitFunction(f, opts)
     if not callable(fn):

@@ -195,9 +195,9 @@ def test_rerun_appends_a_compare_row(ip):
     assert view.table.value.count('class="tl-row"') == 1
     assert [t for t in view.tabs.titles] == ["Summary", "Trace", "Graph", "Memory", "Compare"]
     assert "tl-code" in view.trace.value and "| live" in view.trace.value
-    view.fusion.value = "dataflow"
-    view.cache.value = False
-    view.nruns.value = 0
+    view.controls["fusion"].value = "dataflow"
+    view.controls["fusion_cache"].value = False
+    view.controls["runs"].value = 0
     ip.user_ns["p"] = ip.user_ns["p"] * 2  # a rerun reads the notebook as it is now
     assert view.rerun()
     assert view.wait(120) and view.last_error is None

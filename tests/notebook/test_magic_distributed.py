@@ -127,7 +127,7 @@ def test_replicated_without_fsdp_and_errors_keep_state(ip):
     view = views(ip)[-1]
     assert "replicated" in text_of(view.summary.value)
     # Rerun (background thread) keeps --nproc and takes the controls' options
-    view.nruns.value = 1
+    view.controls["runs"].value = 1
     assert view.rerun() and view.wait(120) and view.last_error is None, view.last_error
     assert len(view.runs) == 2 and view.runs.runs[-1].report.launch["nproc"] == 2
     assert [len(r["run_seconds"]) for r in view.runs.runs[-1].report.ranks] == [1, 1]

@@ -58,7 +58,8 @@ def _load_executors() -> None:
             _optional_missing("nvfuser", e)
 
 
-def get_executor(name: str, **options) -> Executor:
+def get_executor(name: str, options=None) -> Executor:
+    """The executor ``name`` made for ``options`` (a checked trace_lab.options.Options; None: the defaults)."""
     _load_executors()
     if name not in EXECUTORS and name in UNAVAILABLE:
         raise MissingDependencyError(
@@ -66,7 +67,11 @@ def get_executor(name: str, **options) -> Executor:
             f"choose one of: auto, {', '.join(sorted(EXECUTORS))}")
     if name not in EXECUTORS:
         raise ValueError(f"unknown executor {name!r}; choose one of: auto, {', '.join(sorted(EXECUTORS))}")
-    return EXECUTORS[name](**options)
+    if options is None:
+        from ..options import Options
+
+        options = Options()
+    return EXECUTORS[name].from_options(options)
 
 
 def resolve_executor(name: str, device: torch.device) -> tuple[str, str]:

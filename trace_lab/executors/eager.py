@@ -28,9 +28,6 @@ __all__ = ["EagerExecutor", "interpret", "set_wait_hook"]
 class EagerExecutor(Executor):
     materializes_regions = True
 
-    def __init__(self, **_options):
-        pass
-
     def can_fuse(self, node: fx.Node) -> bool:
         # Grouping under eager is bookkeeping only (regions run op by op). It groups what a
         # fusing compiler would (Inductor's table: pointwise, reductions, views; no matmuls),

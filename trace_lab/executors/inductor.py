@@ -158,10 +158,14 @@ def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: boo
 class InductorExecutor(Executor):
     materializes_regions = False
 
-    def __init__(self, fusion_cache: bool = True, **_options):
+    def __init__(self, fusion_cache: bool = True):
         self.fusion_cache = bool(fusion_cache)
         self.cache = FusionCache(enabled=self.fusion_cache)
         self._measured: dict = {}  # compiled region -> (workspace bytes, fresh output bytes)
+
+    @classmethod
+    def from_options(cls, options) -> "InductorExecutor":
+        return cls(fusion_cache=options.fusion_cache)
 
     def can_fuse(self, node: fx.Node) -> bool:
         return inductor_can_fuse(node)

@@ -44,6 +44,12 @@ class Executor:
     name = "base"
     materializes_regions = False
 
+    @classmethod
+    def from_options(cls, options) -> "Executor":
+        """The executor for a checked :class:`trace_lab.options.Options` (an executor that reads an
+        option, such as ``fusion_cache``, overrides this)."""
+        return cls()
+
     def can_fuse(self, node: fx.Node) -> bool:  # pragma: no cover - interface
         return False
 

@@ -117,7 +117,7 @@ class NvFuserExecutor(Executor):
     materializes_regions = False
 
     def __init__(self, fusion_cache: bool = True, keep_definitions: bool = False, verify: bool = False,
-                 contiguous_inputs: bool = False, index_math: bool = False, **_options):
+                 contiguous_inputs: bool = False, index_math: bool = False):
         self.nvf = require_nvfuser()
         # index_math=False (default): ops with integer/bool results (the causal mask built from
         # arange) run in torch. Fused, nvFuser 0.2.36 got llama's programs wrong on the H200 (they
@@ -136,6 +136,10 @@ class NvFuserExecutor(Executor):
         self.hits = 0
         self.misses = 0
         self._workspace: dict = {}  # region structure -> (workspace bytes, fresh output bytes)
+
+    @classmethod
+    def from_options(cls, options) -> "NvFuserExecutor":
+        return cls(fusion_cache=options.fusion_cache)
 
     def fusible_reason(self, node: fx.Node) -> str | None:
         return fusible_reason(node, index_math=self.index_math)

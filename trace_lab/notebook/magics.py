@@ -21,19 +21,19 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..errors import TraceLabError
-from ..jit import EXECUTOR_CHOICES, FUSION_STRATEGIES
+from ..options import SCHEMA
 from ..report.html import error_html
 from .cell import CellProgram
 from .cell_runner import CellRunner
-from .runner import VALUE_NAME, RunOptions, default_executor
+from .runner import VALUE_NAME, from_flags
 from .session import Session, kernel_session
 
 __all__ = ["ThunderTraceMagics", "load_ipython_extension"]
 
-# options that take a value (for splitting the line form into options and expression)
-_VALUED = {"--fusion", "--executor", "--runs", "--name", "-o", "--output", "--nproc", "--fsdp", "--max-inflight",
-           "--max-region-ops"}
-_FLAGS = {"--no-fusion-cache", "--no-sort-waits", "--cuda-graphs", "--compare"}
+MAGIC_OPTIONS = [o for o in SCHEMA if "magic" in o.surfaces]
+# options that take a value, and those that do not (for splitting the line form into options and expression)
+_VALUED = {f for o in MAGIC_OPTIONS if o.type is not bool for f in o.flags}
+_FLAGS = {f for o in MAGIC_OPTIONS if o.type is bool for f in o.flags}
 _TOKEN = re.compile(r"""\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|\S+)""")
 
 
@@ -53,6 +53,22 @@ def split_line(line: str) -> tuple[str, str]:
         else:
             return line[:m.start(1)], line[m.start(1):].strip()
         pos = m.end()
+
+
+def schema_arguments(func):
+    """Decorator: one argparse argument per option the schema offers to the magic, in schema order
+    (argument decorators are collected innermost first, so they are applied in reverse)."""
+    for o in reversed(MAGIC_OPTIONS):
+        if o.type is bool:
+            kw = {"action": "store_true"}
+        else:
+            default = o.flag_default_value if o.flag_default is not None else None
+            kw = {"type": o.type if o.type is not str else None, "choices": o.choices, "metavar": o.metavar,
+                  # a default the flag cannot spell ('auto' of a number) is None here; runner.from_flags reads it
+                  "default": default if isinstance(default, o.type) else None}
+            kw = {k: v for k, v in kw.items() if v is not None or k == "default"}
+        func = argument(*o.flags, help=o.help, **kw)(func)
+    return func
 
 
 def _display(obj, display_id=None):
@@ -89,49 +105,7 @@ class ThunderTraceMagics(Magics):
         self.session = kernel_session()
 
     @magic_arguments()
-    @argument("--fusion", choices=FUSION_STRATEGIES, default="auto",
-              help="fusion strategy: none (one kernel per op), dataflow (producer/consumer chains), "
-                   "horizontal (Thunder's greedy grouping; raises peak memory), memory (fuse only where the "
-                   "predicted peak does not rise), auto (dataflow on CUDA, none on CPU: the choice that is "
-                   "not slower than eager PyTorch). Default: auto.")
-    @argument("--executor", choices=EXECUTOR_CHOICES, default=None,
-              help="how fused regions run: auto (nvFuser on CUDA when importable, else Inductor), nvfuser, "
-                   "inductor, eager (op by op, fast to compile). Default: auto, or $TRACE_LAB_EXECUTOR if set.")
-    @argument("--no-fusion-cache", action="store_true",
-              help="compile every fused region on its own instead of reusing kernels of structurally identical "
-                   "regions (the fusion-definition cache).")
-    @argument("--no-sort-waits", action="store_true",
-              help="keep each collective's wait right after it instead of moving it next to its first consumer.")
-    @argument("--cuda-graphs", action="store_true",
-              help="on a GPU, record each compiled program into a CUDA graph after its first call and replay it "
-                   "(removes the per-kernel host cost; outputs are overwritten by the next call). Ignored, with a "
-                   "note, on the CPU and with --fsdp.")
-    @argument("--runs", type=int, default=3, metavar="N",
-              help="timed runs after the first call, for the steady-state time (default 3); one more run "
-                   "measures peak memory. The cell's side effects (optimizer steps, appends, prints) REPEAT on "
-                   "every run. 0 = run the compiled cell once (no timing, no measured peak). The eager reference "
-                   "always runs once more, on deep copies of the cell's inputs.")
-    @argument("--compare", action="store_true",
-              help="keep this cell's runs (and its reruns) in the kernel-wide comparison, whose Compare tab shows "
-                   "the runs of every --compare cell; trace_lab.notebook.kernel_session().to_dataframe() exports it.")
-    @argument("--name", metavar="LABEL", help="label of this run in the report and the Compare table.")
-    @argument("-o", "--output", metavar="VAR", help="store the Report in the notebook variable VAR.")
-    @argument("--nproc", type=int, default=None, metavar="N",
-              help="run the cell in N CPU processes (torch.distributed, gloo; forks of this kernel) and show rank "
-                   "0's report plus every rank's timings and the compute/communication timeline. Every rank runs "
-                   "the whole cell on the same inputs: without --fsdp that is N replicas (no data parallelism). "
-                   "Names the cell assigns are NOT written back from the workers (numbers and one-element tensors "
-                   "they bound are listed per rank). Inputs on CUDA are refused (use run_distributed in a script).")
-    @argument("--fsdp", choices=["zero2", "zero3"], default=None,
-              help="shard the parameters of every nn.Module the cell reads across the --nproc ranks (one process "
-                   "without --nproc) and insert all-gathers/reduce-scatters into the traces: zero2 keeps gathered "
-                   "parameters for the backward, zero3 frees them and gathers again.")
-    @argument("--max-inflight", type=int, default=None, metavar="K", dest="max_inflight",
-              help="with --fsdp and wait sorting: at most K all-gathers issued and not yet waited for (default 2 "
-                   "for zero3, unlimited for zero2; 0 = unlimited). Bounds the memory held by prefetched parameters.")
-    @argument("--max-region-ops", type=int, default=None, metavar="N", dest="max_region_ops",
-              help="with --fusion horizontal: at most N ops per fused region (a ready group that would exceed it "
-                   "starts the next region). Default: unbounded, as Thunder.")
+    @schema_arguments
     @argument("expression", nargs="*", help="line form only (%%thunder_trace EXPR): the expression to run; its "
                                             "value is returned.")
     @line_cell_magic
@@ -180,10 +154,7 @@ class ThunderTraceMagics(Magics):
         if not source.strip():
             raise UsageError("%%thunder_trace: the cell is empty; write the code to trace below the magic line")
         try:
-            options = RunOptions(fusion=args.fusion, executor=args.executor or default_executor(),
-                                 fusion_cache=not args.no_fusion_cache, sort_waits=not args.no_sort_waits,
-                                 cuda_graphs=args.cuda_graphs, runs=args.runs, nproc=args.nproc, fsdp=args.fsdp,
-                                 max_inflight=args.max_inflight, max_region_ops=args.max_region_ops).validate()
+            options = from_flags(args)
         except TraceLabError as e:
             raise UsageError(str(e)) from None
         name = _unquote(args.name) or (f"cell {self.shell.execution_count}" if cell is not None else expr.strip()[:40])

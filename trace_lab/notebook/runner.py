@@ -1,7 +1,8 @@
 """Runner: the options of a run and one in-process run of a cell function -> Report.
 
 :class:`RunOptions` are the switches the magic's flags and the widgets' controls
-set. :func:`inspect_cell` is one run of a cell function in this process (a worker
+set: one field per option of :data:`trace_lab.options.SCHEMA` offered to a cell run
+(surface ``cell``), checked when made. :func:`inspect_cell` is one run of a cell function in this process (a worker
 of ``--nproc`` runs the same call, :mod:`.distributed`); :class:`.cell_runner.CellRunner`
 chooses between the two. CellRunner.run builds a fresh function from the cell (so every run
 has its own Dynamo cache entries), reads its inputs from the notebook *now*,
@@ -21,12 +22,12 @@ written back from the workers. This module imports neither :mod:`.distributed` n
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 
 from ..errors import TraceLabError
-from ..jit import EXECUTOR_CHOICES, FUSION_STRATEGIES
+from ..options import EXECUTOR_CHOICES, OPTIONS, SCHEMA, names, options_class
 
-__all__ = ["RunOptions", "VALUE_NAME", "default_executor", "inspect_cell"]
+__all__ = ["RunOptions", "VALUE_NAME", "default_executor", "from_flags", "inspect_cell"]
 
 VALUE_NAME = "__thunder_trace_value__"  # the line form's expression value
 
@@ -39,59 +40,50 @@ def default_executor() -> str:
     return env or "auto"
 
 
-@dataclass(frozen=True)
-class RunOptions:
-    fusion: str = "auto"
-    executor: str = "auto"
-    fusion_cache: bool = True
-    sort_waits: bool = True
-    cuda_graphs: bool = False
-    runs: int = 3
-    nproc: int | None = None
-    fsdp: str | None = None
-    max_inflight: int | None = None  # ZeRO-3 all-gathers in flight; None: the pass's default, 0: unlimited
-    max_region_ops: int | None = None  # cap on a horizontal region's ops; None: unbounded (Thunder's)
+def _validate(self) -> "RunOptions":
+    """The checks between options (each option's own values are checked when a RunOptions is made)."""
+    if self.max_inflight_gathers != "auto" and not self.fsdp:
+        shown = OPTIONS["max_inflight_gathers"].flag_none if self.max_inflight_gathers is None else \
+            self.max_inflight_gathers
+        raise TraceLabError(f"--max-inflight {shown}: needs --fsdp and a count >= 0 (0 = unlimited)")
+    return self
 
-    def validate(self) -> "RunOptions":
-        if self.fusion not in FUSION_STRATEGIES:
-            raise TraceLabError(f"--fusion {self.fusion}: choose one of {', '.join(FUSION_STRATEGIES)}")
-        if self.executor not in EXECUTOR_CHOICES:
-            raise TraceLabError(f"--executor {self.executor}: choose one of {', '.join(EXECUTOR_CHOICES)}")
-        if self.runs < 0:
-            raise TraceLabError(f"--runs {self.runs}: the number of timed runs cannot be negative")
-        if self.nproc is not None and self.nproc < 1:
-            raise TraceLabError(f"--nproc {self.nproc}: needs at least one process")
-        if self.fsdp not in (None, "zero2", "zero3"):
-            raise TraceLabError(f"--fsdp {self.fsdp}: choose zero2 or zero3")
-        if self.max_inflight is not None and (self.max_inflight < 0 or not self.fsdp):
-            raise TraceLabError(f"--max-inflight {self.max_inflight}: needs --fsdp and a count >= 0 (0 = unlimited)")
-        if self.max_region_ops is not None and self.max_region_ops < 1:
-            raise TraceLabError(f"--max-region-ops {self.max_region_ops}: give a number of ops >= 1")
-        return self
 
-    def changed(self, **kw) -> "RunOptions":
-        return replace(self, **kw).validate()
+def _changed(self, **kw) -> "RunOptions":
+    return replace(self, **kw).validate()
 
-    def describe(self) -> str:
-        parts = [f"fusion={self.fusion}", f"executor={self.executor}"]
-        if not self.fusion_cache:
-            parts.append("no cache")
-        if not self.sort_waits:
-            parts.append("no wait sorting")
-        if self.cuda_graphs:
-            parts.append("CUDA graphs")
-        if self.nproc:
-            parts.append(f"nproc={self.nproc}")
-        if self.fsdp:
-            parts.append(f"fsdp={self.fsdp}")
-        if self.max_inflight is not None:
-            parts.append(f"max in-flight gathers={self.max_inflight or 'unlimited'}")
-        if self.max_region_ops is not None:
-            parts.append(f"regions <= {self.max_region_ops} ops")
-        return ", ".join(parts)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+def _describe(self) -> str:
+    """Fusion, executor and every option that is not at its default, e.g. 'fusion=memory, executor=eager, no cache'."""
+    parts = []
+    for o in SCHEMA:
+        value = getattr(self, o.name) if "cell" in o.surfaces else None
+        if "cell" in o.surfaces and (value != o.flag_default_value or o.name in ("fusion", "executor")):
+            parts.append((o.word if value else f"no {o.word}") if o.type is bool else f"{o.name}={value}")
+    return ", ".join(parts)
+
+
+def from_flags(args) -> "RunOptions":
+    """The RunOptions of the magic's parsed flags (argparse's namespace; see magics.py)."""
+    values = {}
+    for o in SCHEMA:
+        if "cell" in o.surfaces:
+            value = getattr(args, o.dest)
+            if o.type is bool and o.default is True:  # --no-NAME
+                value = not value
+            elif value is None:
+                value = default_executor() if o.name == "executor" else o.default
+            elif value == o.flag_none:
+                value = None
+            values[o.name] = value
+    return RunOptions(**values).validate()
+
+
+RunOptions = options_class(
+    "RunOptions", "cell", "The options of a cell run (the magic's flags, the widgets' controls).",
+    defaults={o.name: o.flag_default_value for o in SCHEMA}, methods={
+        "validate": _validate, "changed": _changed, "describe": _describe})
+RunOptions.__module__ = __name__
 
 
 def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
@@ -105,13 +97,7 @@ def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
         outputs.append(out)
         return None
 
-    extra = {} if options.max_inflight is None else {"max_inflight_gathers": options.max_inflight or None}
-    if options.max_region_ops is not None:
-        extra["max_region_ops"] = options.max_region_ops
-    if options.cuda_graphs:
-        extra["cuda_graphs"] = True
-    report = trace_lab.inspect(
-        fn, *args, fusion=options.fusion, executor=options.executor, fusion_cache=options.fusion_cache,
-        sort_waits=options.sort_waits, fsdp=options.fsdp, runs=options.runs, measure_memory=options.runs > 0,
-        backward=None, loss=keep_output, name=label, progress=progress, **extra)
+    given = {n: getattr(options, n) for n in names("cell") if n in names("inspect")}
+    report = trace_lab.inspect(fn, *args, **given, measure_memory=options.runs > 0, backward=None, loss=keep_output,
+                               name=label, progress=progress)
     return report, (dict(outputs[-1]) if outputs and isinstance(outputs[-1], dict) else {})

@@ -1,7 +1,7 @@
 """LabView: the live output of ``%%thunder_trace`` (ipywidgets 8), with a static twin.
 
-Layout: controls (fusion, executor, fusion cache, wait sorting, runs, Rerun,
-Stop), a status row (progress bar, step, errors), a run / program / kind picker,
+Layout: controls (one per option that trace_lab.options offers to widgets: fusion,
+executor, fusion cache, sort waits, CUDA graphs, runs), Rerun and Stop, a status row (progress bar, step, errors), a run / program / kind picker,
 and five tabs: Summary, Trace (stage picker, highlighted trace with live-bytes
 bars; a stage longer than ``LAZY_LINES`` shows a window around its head, peak
 and tail until "whole trace" is pressed, so the widget state stays small), Graph (before/after fusion, rendered when the tab is opened), Memory
@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 
-from ..jit import EXECUTOR_CHOICES, FUSION_STRATEGIES
+from ..options import SCHEMA
 from ..report.html import (LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html, report_parts,
                            report_html, summary_html)
 from .runner import RunOptions
@@ -63,6 +63,31 @@ def progress_widget(text: str = "starting"):
         label.value = msg
 
     return W.HBox([W.Label("trace_lab:"), bar, label]), step
+
+
+WIDGET_OPTIONS = [o for o in SCHEMA if "widget" in o.surfaces]  # one control each, in schema order
+
+
+def _control(W, opt, value):
+    """The control of one schema option: a dropdown of its choices, a checkbox, a number, or (an
+    optional number) a text box where empty means None."""
+    label = opt.label or opt.name
+    if opt.choices is not None:
+        return W.Dropdown(options=list(opt.choices), value=value, description=label, layout=W.Layout(width="190px"))
+    if opt.type is bool:
+        return W.Checkbox(value=value, description=label, indent=False, layout=W.Layout(width="auto"))
+    if opt.none_ok or opt.default is None:
+        return W.Text(value="" if value is None else str(value), placeholder="none", description=label,
+                      layout=W.Layout(width="130px"))
+    return W.BoundedIntText(value=value, min=opt.minimum or 0, max=10000, description=label,
+                            layout=W.Layout(width="130px"))
+
+
+def _control_value(opt, control):
+    value = control.value
+    if isinstance(value, str) and opt.type is int:
+        return int(value) if value.strip() else None
+    return opt.type(value)
 
 
 def _async_raise(thread: threading.Thread, exc_type=KeyboardInterrupt) -> bool:
@@ -119,16 +144,7 @@ class LabView:
         self._graph_cache: dict = {}
         self._shown = None  # the Run on display
 
-        lay = W.Layout(width="auto")
-        self.fusion = W.Dropdown(options=list(FUSION_STRATEGIES), value=options.fusion, description="fusion",
-                                 layout=W.Layout(width="190px"))
-        self.executor = W.Dropdown(options=list(EXECUTOR_CHOICES), value=options.executor, description="executor",
-                                   layout=W.Layout(width="190px"))
-        self.cache = W.Checkbox(value=options.fusion_cache, description="fusion cache", indent=False, layout=lay)
-        self.sort_waits = W.Checkbox(value=options.sort_waits, description="sort waits", indent=False, layout=lay)
-        self.cuda_graphs = W.Checkbox(value=options.cuda_graphs, description="CUDA graphs", indent=False, layout=lay)
-        self.nruns = W.BoundedIntText(value=options.runs, min=0, max=10000, description="runs",
-                                      layout=W.Layout(width="130px"))
+        self.controls = {o.name: _control(W, o, getattr(options, o.name)) for o in WIDGET_OPTIONS}
         self.rerun_button = W.Button(description="Rerun", button_style="primary", icon="refresh",
                                      tooltip="compile the same cell again with these options; adds a Compare row",
                                      layout=W.Layout(width="100px"))
@@ -157,8 +173,8 @@ class LabView:
         self.tabs.titles = ("Summary", "Trace", "Graph", "Memory", "Compare")
         self.widget = W.VBox([
             W.HTML(f"<style>{css()}</style>"),
-            W.HBox([self.fusion, self.executor, self.cache, self.sort_waits, self.cuda_graphs, self.nruns, self.rerun_button,
-                    self.stop_button], layout=W.Layout(flex_flow="row wrap", align_items="center")),
+            W.HBox([*self.controls.values(), self.rerun_button, self.stop_button],
+                   layout=W.Layout(flex_flow="row wrap", align_items="center")),
             W.HBox([self.progress, self.step, self.status], layout=W.Layout(align_items="center")),
             W.HBox([self.run_select, self.program_select, self.kind_select], layout=W.Layout(flex_flow="row wrap")),
             self.tabs,
@@ -208,9 +224,7 @@ class LabView:
         self._refresh_memory(self._current_part())
 
     def options_from_controls(self) -> RunOptions:
-        return self.options.changed(fusion=self.fusion.value, executor=self.executor.value,
-                                    fusion_cache=bool(self.cache.value), sort_waits=bool(self.sort_waits.value),
-                                    cuda_graphs=bool(self.cuda_graphs.value), runs=int(self.nruns.value))
+        return self.options.changed(**{o.name: _control_value(o, self.controls[o.name]) for o in WIDGET_OPTIONS})
 
     def rerun(self, options: RunOptions | None = None) -> bool:
         """Start a rerun in the background with the controls' options; False if one is running."""
@@ -249,12 +263,8 @@ class LabView:
     def _changes(self, opts: RunOptions) -> str:
         """What a rerun changed, e.g. 'fusion=memory, no cache' (its Compare label)."""
         first, new = self.options.to_dict(), opts.to_dict()
-        words = []
-        for key, value in new.items():
-            if first[key] != value:
-                words.append({"fusion_cache": "cache " + ("on" if value else "off"),
-                              "sort_waits": "wait sorting " + ("on" if value else "off"),
-                              "cuda_graphs": "CUDA graphs " + ("on" if value else "off")}.get(key, f"{key}={value}"))
+        words = [f"{o.word} {'on' if new[o.name] else 'off'}" if o.type is bool else f"{o.name}={new[o.name]}"
+                 for o in SCHEMA if o.name in new and first[o.name] != new[o.name]]
         return ", ".join(words) or "rerun"
 
     def _progress(self, msg: str) -> None:

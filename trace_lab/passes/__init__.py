@@ -4,7 +4,8 @@ Each pass is a plain function ``pass_fn(trace, ctx) -> Trace`` registered in
 :data:`PASSES` under its name. :func:`run_pipeline` applies the passes that the
 options ask for, in a fixed order, and keeps every intermediate Trace as a
 stage named after the pass, with the seconds the pass took. A pass that changes
-nothing still leaves a stage, so users see that it ran.
+nothing still leaves a stage, so users see that it ran. Passes read their
+switches from ``ctx.options``, a checked :class:`trace_lab.options.Options`.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ..options import Options
 from ..trace import Trace
 
 __all__ = ["PassContext", "PASSES", "register_pass", "run_pipeline", "pipeline_for"]
@@ -19,7 +21,7 @@ __all__ = ["PassContext", "PASSES", "register_pass", "run_pipeline", "pipeline_f
 
 @dataclass
 class PassContext:
-    options: object  # trace_lab.jit.Options
+    options: Options
     executor: object  # trace_lab.executors.Executor
     # names of ops the fusion pass must leave unfused (the memory strategy's compile feedback)
     keep_unfused: frozenset = frozenset()
@@ -43,22 +45,16 @@ def _load_passes() -> None:
     from . import fsdp, fusion, sort_waits  # noqa: F401
 
 
-def pipeline_for(options, kind: str) -> list[str]:
-    """Names of the passes to run for a program of this kind, in order."""
+def pipeline_for(options: Options) -> list[str]:
+    """Names of the passes the options ask for, in order (the same for every kind of program)."""
     _load_passes()
-    names = []
-    if getattr(options, "fsdp", None) and "fsdp" in PASSES:
-        names.append("fsdp")
-    if getattr(options, "sort_waits", False) and "sort_waits" in PASSES:
-        names.append("sort_waits")
-    if "fusion" in PASSES:
-        names.append("fusion")
-    return names
+    return [name for name, on in (("fsdp", bool(options.fsdp)), ("sort_waits", options.sort_waits), ("fusion", True))
+            if on]
 
 
 def run_pipeline(trace: Trace, ctx: PassContext) -> list[Trace]:
     stages = [trace]
-    for name in pipeline_for(ctx.options, trace.kind):
+    for name in pipeline_for(ctx.options):
         started = time.perf_counter()
         new = PASSES[name](stages[-1], ctx)
         seconds = time.perf_counter() - started

@@ -29,7 +29,6 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ..errors import TraceLabError
 from . import register_pass
 from .collectives import ALL_GATHER, REDUCE_SCATTER, WAIT, fake_mode_of, new_node, rebuild
 
@@ -114,9 +113,7 @@ def lower_fsdp(gm: fx.GraphModule) -> tuple[fx.GraphModule, dict]:
 
 @register_pass("fsdp")
 def fsdp_pass(trace, ctx):
-    mode = getattr(ctx.options, "fsdp", None)
-    if mode not in ("zero2", "zero3"):
-        raise TraceLabError(f"fsdp={mode!r}: choose zero2 or zero3")
+    mode = ctx.options.fsdp  # zero2 or zero3: run_pipeline runs this pass only when it is set
     gm, info = lower_fsdp(trace.gm)
     info["mode"] = mode
     if trace.kind != "backward" and info["all_gathers"] == 0:

@@ -22,6 +22,7 @@ The result's ``info`` records the strategy, the regions and the predicted peak.
 """
 from __future__ import annotations
 
+from ..options import FUSION_STRATEGIES
 from . import register_pass
 from .partition import (OpGraph, dataflow_groups, horizontal_order, singleton_units, topological_order)
 from .regions import build_trace
@@ -29,7 +30,7 @@ from .schedule import MemoryModel, merge_pass, min_peak_order
 
 __all__ = ["fusion_pass", "plan_units", "STRATEGIES"]
 
-STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+STRATEGIES = tuple(s for s in FUSION_STRATEGIES if s != "auto")  # "auto" is resolved per device by jit
 
 
 def plan_units(trace, strategy: str, can_fuse, materialized: bool, max_region_ops: int | None = None):
@@ -58,20 +59,16 @@ def plan_units(trace, strategy: str, can_fuse, materialized: bool, max_region_op
 
 @register_pass("fusion")
 def fusion_pass(trace, ctx):
-    strategy = getattr(ctx.options, "fusion", "none")
+    strategy = ctx.options.fusion
     if strategy == "none":
         return trace.derive(trace.gm, "fusion", info={"fusion": "none", "regions": []})
-    materialized = bool(getattr(ctx.executor, "materializes_regions", False))
-    extra = getattr(ctx.options, "extra", None) or {}
-    max_ops = extra.get("max_region_ops")
-    if max_ops is not None and (not isinstance(max_ops, int) or isinstance(max_ops, bool) or max_ops < 1):
-        raise ValueError(f"max_region_ops={max_ops!r}: give a positive number of ops per region, or leave it unset")
+    materialized = ctx.executor.materializes_regions
     can_fuse = ctx.executor.can_fuse
-    keep_unfused = getattr(ctx, "keep_unfused", frozenset())
+    keep_unfused = ctx.keep_unfused
     if keep_unfused:
         def can_fuse(node, _can_fuse=ctx.executor.can_fuse):
             return node.name not in keep_unfused and _can_fuse(node)
-    units = plan_units(trace, strategy, can_fuse, materialized, max_ops)
+    units = plan_units(trace, strategy, can_fuse, materialized, ctx.options.max_region_ops)
     new = build_trace(trace, units, f"fusion ({strategy})", info={"fusion": strategy})
     new.info["predicted_peak_above_inputs_bytes"] = new.liveness(materialized).peak_above_inputs_bytes
     return new

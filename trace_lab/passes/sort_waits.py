@@ -14,7 +14,7 @@ communication and compute serialised. This pass reorders a Trace so that
   the wait that brings the count below the limit. ZeRO-3 uses this to bound the
   gathered parameters alive at once; it defaults to 2 there and to unlimited
   otherwise (ZeRO-2 keeps every gathered parameter for the backward anyway).
-  Set it with ``trace_lab.jit(..., max_inflight_gathers=N)`` (``options.extra``).
+  Set it with ``trace_lab.jit(..., max_inflight_gathers=N)`` (``"auto"``: the default above).
 
 Every other op keeps its relative order; other collectives (reduce-scatters)
 stay where they were issued and only their waits move. The pass is a no-op on a
@@ -26,7 +26,6 @@ from collections import deque
 
 import torch.fx as fx
 
-from ..errors import TraceLabError
 from . import register_pass
 from .collectives import getitems_of, is_all_gather, is_collective, is_wait, ops_with_getitems, rebuild, wait_chain
 
@@ -34,13 +33,11 @@ __all__ = ["sort_waits_pass", "sort_waits_order", "default_max_inflight"]
 
 
 def default_max_inflight(options) -> int | None:
-    extra = getattr(options, "extra", {}) or {}
-    if "max_inflight_gathers" in extra:
-        value = extra["max_inflight_gathers"]
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise TraceLabError(f"max_inflight_gathers={value!r}: use a positive integer or None (unlimited)")
-        return value
-    return 2 if getattr(options, "fsdp", None) == "zero3" else None
+    """The in-flight limit ``options`` (a checked Options) ask for; ``"auto"``: 2 for ZeRO-3, else unlimited."""
+    value = options.max_inflight_gathers
+    if value == "auto":
+        return 2 if options.fsdp == "zero3" else None
+    return value
 
 
 def sort_waits_order(gm: fx.GraphModule, max_inflight: int | None = None) -> tuple[list[fx.Node], dict]:
