@@ -30,7 +30,6 @@ def _projection(shape):
 
 def _scenarios():
     from trace_lab.distributed.comm_measure import measure_comm
-    from trace_lab.distributed.launcher import report_data
     from trace_lab.runtime import wait_hook
 
     ctx = tld.current()
@@ -64,7 +63,7 @@ def _scenarios():
     torch.manual_seed(0)
     small = tld.shard_module(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)))
     report = trace_lab.inspect(small, torch.randn(2, 8), fsdp="zero3", executor="eager", runs=1)
-    out["report"] = report_data(report)
+    out["report"] = report.to_dict()
     out["report_str"] = str(trace_lab.report.distributed_report.DistributedReport.from_ranks(
         [{"report": out["report"], "rank_summary": {"rank": 0, "first_run_seconds": 0.0}}],
         {"nproc": 2, "backend": "gloo", "device": "cpu", "fsdp": "zero3"}))

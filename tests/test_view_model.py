@@ -178,11 +178,10 @@ def test_two_programs_have_four_parts_and_their_graphs(two_programs):
 # -- the --nproc path --------------------------------------------------------------------------
 def _rank_target():
     import trace_lab.distributed as tld
-    from trace_lab.distributed.launcher import report_data
 
     report = trace_lab.inspect(_fn, *_inputs(), executor="eager", fusion="horizontal", runs=0)
     texts = {label: [str(t) for t in traces] for label, traces in _live_parts(report).items()}
-    return {"report": report_data(report), "texts": texts,
+    return {"report": report.to_dict(), "texts": texts,
             "rank_summary": {"rank": tld.current().rank, "first_run_seconds": report.first_run_seconds}}
 
 

@@ -29,7 +29,7 @@ import torch
 
 from ..errors import TraceLabError
 
-__all__ = ["WorkerContext", "RankResult", "DistributedRun", "run_distributed", "current", "free_port", "report_data",
+__all__ = ["WorkerContext", "RankResult", "DistributedRun", "run_distributed", "current", "free_port",
            "report_timings"]
 
 
@@ -105,13 +105,6 @@ def _choose(backend: str, device: str, nproc: int) -> tuple[str, str]:
     return backend, device
 
 
-def report_data(report) -> dict:
-    """What a worker sends back of its Report: ``Report.to_dict()``, whose view model carries the printed
-    stages, graphs and timeline (:mod:`trace_lab.report.view_model`); the parent rebuilds it with
-    ``Report.from_dict`` (``DistributedReport.from_ranks``)."""
-    return report.to_dict()
-
-
 def report_timings(report) -> dict:
     return {"first_run_seconds": report.first_run_seconds, "steady_seconds": report.steady_seconds,
             "run_seconds": list(report.run_seconds)}
@@ -145,7 +138,7 @@ def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace,
             value, report = None, value
         result.timings["wall_seconds"] = time.perf_counter() - started
         if report is not None:
-            result.report = report_data(report)
+            result.report = report.to_dict()  # with its view model: the parent rebuilds it (Report.from_dict)
             result.timings.update(report_timings(report))
         result.value = value
     except BaseException:  # noqa: BLE001 - shipped to the parent with its traceback

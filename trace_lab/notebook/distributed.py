@@ -83,7 +83,7 @@ def _scalars(bound: dict) -> dict:
 def run_cell_rank(fn, args, options: dict, label: str) -> dict:
     """One rank's run of the cell (module level: the launcher's target). Plain data out."""
     from ..distributed import current
-    from ..distributed.launcher import report_data, report_timings
+    from ..distributed.launcher import report_timings
     from .cell import UNBOUND
 
     ctx = current()
@@ -100,7 +100,7 @@ def run_cell_rank(fn, args, options: dict, label: str) -> dict:
                "scalars": _scalars({k: v for k, v in bound.items() if v is not UNBOUND})}
     out = {"rank_summary": summary}
     if ctx.rank == 0:
-        out["report"] = report_data(report)
+        out["report"] = report.to_dict()
     return out
 
 
