@@ -179,7 +179,8 @@ def check_option(name: str, value, as_flag: bool = False):
     elif opt.choices is not None:
         why = f"choose one of {', '.join(opt.choices)}" + (" or leave it unset" if opt.default is None else "")
     else:
-        why = f"give a {opt.type.__name__}" + (f" >= {opt.minimum}" if opt.minimum is not None else "")
+        why = {bool: "give True or False", int: "give an integer", str: "give a string"}[opt.type]
+        why += (f" >= {opt.minimum}" if opt.minimum is not None else "") + (", or None" if _valid(opt, None) else "")
     raise OptionError(f"{shown}: {why}")
 
 
