@@ -1,7 +1,7 @@
 """LabView: the live output of ``%%thunder_trace`` (ipywidgets 8), with a static twin.
 
-Layout: controls (one per option that trace_lab.options offers to widgets: fusion,
-executor, fusion cache, sort waits, CUDA graphs, runs), Rerun and Stop, a status row (progress bar, step, errors), a run / program / kind picker,
+Layout: controls (one per option that trace_lab.options offers to widgets, in schema
+order), Rerun and Stop, a status row (progress bar, step, errors), a run / program / kind picker,
 and five tabs: Summary, Trace (stage picker, highlighted trace with live-bytes
 bars; a stage longer than ``LAZY_LINES`` shows a window around its head, peak
 and tail until "whole trace" is pressed, so the widget state stays small), Graph (before/after fusion, rendered when the tab is opened), Memory
