@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 
 import trace_lab
 from trace_lab.inspection import inspect as lab_inspect
@@ -176,3 +177,76 @@ def test_flag_defaults_differ_only_where_declared():
     for o in SCHEMA:
         if o.flag_default is UNSET:
             assert o.flag_default_value == o.default
+
+
+# -- seed: the option added after the schema (issue 16's "adding an option is one edit") -------------
+def test_seed_is_offered_by_every_surface():
+    from IPython.core.magic_arguments import parse_argstring
+
+    from trace_lab.notebook.magics import ThunderTraceMagics
+    from trace_lab.notebook.runner import RunOptions, from_flags
+    from trace_lab.notebook.session import Session
+    from trace_lab.notebook.widgets import LabView
+
+    assert _keywords(trace_lab.jit)["seed"] is None and Options(seed=3).seed == 3
+    with pytest.raises(ValueError, match=r"seed=-1: give an integer >= 0, or None"):
+        trace_lab.jit(lambda x: x, seed=-1)
+    with pytest.raises(TypeError, match=r"'sed' \(did you mean 'seed'\?\)"):
+        trace_lab.jit(lambda x: x, sed=1)
+    assert _keywords(lab_inspect)["seed"] is None
+    magic = ThunderTraceMagics.thunder_trace
+    assert from_flags(parse_argstring(magic, "--seed 7")).seed == 7 and "--seed S" in magic.__doc__
+    view = LabView(runner=None, options=RunOptions(seed=5), runs=Session())
+    assert view.controls["seed"].value == "5"
+    view.controls["seed"].value = ""
+    assert view.options_from_controls().seed is None
+    view.controls["seed"].value = "11"
+    assert view.options_from_controls() == RunOptions(seed=11)
+    assert "| `seed` | `--seed` | int >= 0 / `None` | `None` | check |" in DOCS.read_text(encoding="utf-8")
+
+
+def _noisy(x):
+    return x * 2 + torch.randn(x.shape)
+
+
+def _inspect_outputs(**options) -> tuple[list, object]:
+    """(outputs of the eager reference and of the compiled first call, Report)."""
+    seen = []
+
+    def keep(out):  # inspect's loss hook sees each run's output; None: no backward
+        seen.append(out.detach().clone())
+        return None
+
+    report = trace_lab.inspect(_noisy, torch.ones(4, 4), executor="eager", runs=0, measure_memory=False,
+                               loss=keep, **options)
+    return seen, report
+
+
+def test_seed_makes_eager_and_compiled_runs_draw_the_seeded_stream():
+    torch.manual_seed(123)
+    expected = _noisy(torch.ones(4, 4))  # plain eager PyTorch from the seed
+    torch.randn(5)  # the generators are elsewhere now
+    (eager, compiled), report = _inspect_outputs(seed=123)
+    assert torch.equal(eager, expected) and torch.equal(compiled, expected)
+    assert report.comparison["ok"] and report.comparison["mode"] == "exact"
+    assert report.options["seed"] == 123
+    # without the seed both runs still agree, but draw from wherever the generators were
+    (eager, compiled), report = _inspect_outputs()
+    assert torch.equal(eager, compiled) and report.comparison["ok"]
+    assert not torch.equal(compiled, expected)
+
+
+def test_seed_flag_reaches_the_cell_run():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.display_pub.publish = lambda *a, **k: None
+    shell.run_line_magic("load_ext", "trace_lab")
+    shell.user_ns.update(torch=torch, xs=torch.ones(3))
+    torch.manual_seed(4)
+    expected = torch.ones(3) + torch.randn(3)
+    torch.randn(5)
+    result = shell.run_cell("%%thunder_trace --seed 4 --executor eager --runs 0 -o rep_seed\nys = xs + torch.randn(3)")
+    assert result.success, result.error_in_exec
+    assert torch.equal(shell.user_ns["ys"], expected)  # the compiled cell drew the seeded stream
+    assert shell.user_ns["rep_seed"].options["seed"] == 4 and shell.user_ns["rep_seed"].ok

@@ -97,6 +97,7 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
         else:
             ref_fn, ref_args = ref
             ref_kwargs = dict(zip(fn_kwargs, ref_args[len(args):]))
+            _seed(opts["seed"])
             random_state = compare.RandomState.capture()  # the compiled run draws what eager drew
             ref_out = call(ref_fn, ref_args[:len(args)], ref_kwargs)
             eager_snap = compare.snapshot(ref_out, ref_fn, ref_args)
@@ -105,6 +106,7 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
 
     jfn = fn if isinstance(fn, JitFunction) else JitFunction(fn, Options(**{n: opts[n] for n in names("jit")}))
     target = jfn.fn
+    _seed(opts["seed"])
     say("compiling and running the first call")
     synchronize(device)
     started = time.perf_counter()
@@ -145,6 +147,12 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
     return Report.from_run(jfn, name=opts["name"], device=device, first_run_seconds=first_run,
                            steady_seconds=median(times), run_seconds=times, comparison=comparison,
                            measurements=measurements, warnings=warnings, comm=comm, timing=timing)
+
+
+def _seed(seed: int | None) -> None:
+    """``seed=``: the eager reference and the compiled run each start from ``torch.manual_seed(seed)``."""
+    if seed is not None:
+        torch.manual_seed(seed)
 
 
 def _split_keywords(fn, extra: dict, kwargs: dict | None) -> tuple[dict, dict]:

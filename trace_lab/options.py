@@ -132,6 +132,10 @@ SCHEMA: tuple[Option, ...] = (
     Option("max_region_ops", int, None, stage="passes", minimum=1, metavar="N", rule="give a number of ops >= 1",
            help="with fusion horizontal: at most N ops per fused region (a ready group that would exceed it starts "
                 "the next region). Default: unbounded, as Thunder."),
+    Option("seed", int, None, stage="check", surfaces=_COMPILE | {"widget"}, minimum=0, metavar="S",
+           help="seed torch's random generators (torch.manual_seed) before the eager reference and again before the "
+                "compiled run, so both draw the same random stream, the same on every run; unset: the generators "
+                "as they are (the compiled run still draws what the eager reference drew)."),
     Option("check", bool, True, stage="check", surfaces=frozenset({"inspect"}),
            help="run the eager reference on deep copies and compare the compiled run's outputs, grads and values "
                 "with it."),
