@@ -61,6 +61,10 @@ def test_inspect_keywords_are_the_schema():
     assert set(params) - CALL_PARAMETERS == set(names("inspect"))
     assert {n: v for n, v in _keywords(lab_inspect).items() if n not in CALL_PARAMETERS} == \
         {n: OPTIONS[n].default for n in names("inspect")}
+    def shape(fn):
+        return [(p.name, p.kind, p.default) for p in pyinspect.signature(fn).parameters.values()]
+
+    assert shape(trace_lab.inspect) == shape(lab_inspect)  # the package's entry point lists the same
 
 
 def test_magic_flags_and_help_are_the_schema():

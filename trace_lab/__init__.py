@@ -12,16 +12,19 @@ In IPython/Jupyter: ``%load_ext trace_lab`` registers ``%%thunder_trace``.
 """
 from .errors import TraceLabError
 from .jit import FUSION_STRATEGIES, JitFunction, Options, jit, last_backward_traces, last_traces
+from .options import with_signature
 from .trace import Trace
 
 __version__ = "0.1.0"
 
 
-def inspect(fn, *args, **kwargs):
-    """Compile, run and measure ``fn(*args)``; returns a :class:`~trace_lab.report.Report`."""
+@with_signature
+def inspect(fn, *args, loss=None, progress=None, kwargs=None, **options):
+    """Compile, run and measure ``fn(*args)``; returns a :class:`~trace_lab.report.Report`
+    (:func:`trace_lab.inspection.inspect`; the signature lists the options)."""
     from .inspection import inspect as _inspect
 
-    return _inspect(fn, *args, **kwargs)
+    return _inspect(fn, *args, loss=loss, progress=progress, kwargs=kwargs, **options)
 
 
 def load_report(path):
