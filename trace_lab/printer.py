@@ -184,14 +184,21 @@ class Line:
     def has_memory(self) -> bool:
         return self.live_after is not None
 
-    def to_dict(self) -> dict:
-        """Only the fields that differ from their defaults (JSON stays small)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name in ("text", "role") or getattr(self, f.name) != f.default}
+    def to_row(self) -> list:
+        """The fields in order, as a list without its trailing defaults (JSON stays small)."""
+        values = self.__dict__
+        row = [values[name] for name in _LINE_FIELDS]
+        while len(row) > 2 and row[-1] == _LINE_DEFAULTS[len(row) - 1]:
+            row.pop()
+        return row
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Line":
-        return cls(**data)
+    def from_row(cls, row: list) -> "Line":
+        return cls(*row)
+
+
+_LINE_FIELDS = [f.name for f in fields(Line)]
+_LINE_DEFAULTS = [f.default for f in fields(Line)]
 
 
 def trace_lines(trace, annotate: bool = True) -> list[Line]:

@@ -20,12 +20,14 @@ same. Only str/int/float/bool/None/list/dict inside.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..printer import Line, trace_lines
 from .parts import program_parts
 
-__all__ = ["StageView", "PartView", "ViewModel", "build_view", "line_region"]
+__all__ = ["StageView", "PartView", "ViewModel", "build_view", "line_region", "LINE_FIELDS"]
+
+LINE_FIELDS = [f.name for f in fields(Line)]  # the order of a saved line's row
 
 
 def line_region(line: Line) -> str | None:
@@ -70,12 +72,16 @@ class StageView:
         return f"<StageView {self.kind} '{self.stage}': {self.n_ops} ops>"
 
     def to_dict(self) -> dict:
+        """Plain data; each line a row of :class:`~trace_lab.printer.Line`'s fields in order (``line_fields``)."""
         return {"kind": self.kind, "stage": self.stage, "n_ops": self.n_ops, "entry_bytes": self.entry_bytes,
-                "peak_bytes": self.peak_bytes, "lines": [ln.to_dict() for ln in self.lines]}
+                "peak_bytes": self.peak_bytes, "line_fields": LINE_FIELDS, "lines": [ln.to_row() for ln in self.lines]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "StageView":
-        return cls(**{**data, "lines": [Line.from_dict(ln) for ln in data["lines"]]})
+        if data.get("line_fields", LINE_FIELDS) != LINE_FIELDS:
+            raise ValueError(f"stage lines saved with fields {data['line_fields']}, this trace_lab reads {LINE_FIELDS}")
+        return cls(data["kind"], data["stage"], data["n_ops"], data["entry_bytes"], data["peak_bytes"],
+                   [Line.from_row(row) for row in data["lines"]])
 
 
 @dataclass
@@ -90,12 +96,29 @@ class PartView:
     graphs: dict  # {"before": graph data, "after": graph data} or {"error": why there are none}
 
     def to_dict(self) -> dict:
+        """Plain data; a stage whose lines equal an earlier stage's (a pass that changed nothing but the
+        title line, or nothing at all) stores ``{"like": j}`` and its own title line only."""
+        stages = []
+        for k, st in enumerate(self.stages):
+            same = next((j for j in range(k) if self.stages[j].lines[1:] == st.lines[1:]), None)
+            if same is not None and st.lines:
+                d = StageView(st.kind, st.stage, st.n_ops, st.entry_bytes, st.peak_bytes, st.lines[:1]).to_dict()
+                d["lines"] = {"like": same, "title": d["lines"][0]}
+            else:
+                d = st.to_dict()
+            stages.append(d)
         return {"label": self.label, "kind": self.kind, "program": self.program, "position": self.position,
-                "stages": [s.to_dict() for s in self.stages], "graphs": self.graphs}
+                "stages": stages, "graphs": self.graphs}
 
     @classmethod
     def from_dict(cls, data: dict) -> "PartView":
-        return cls(**{**data, "stages": [StageView.from_dict(s) for s in data["stages"]]})
+        stages = []
+        for d in data["stages"]:
+            if isinstance(d["lines"], dict):  # as stage ``like``'s lines under its own title
+                like = data["stages"][d["lines"]["like"]]["lines"]
+                d = {**d, "lines": [d["lines"]["title"], *like[1:]]}
+            stages.append(StageView.from_dict(d))
+        return cls(**{**data, "stages": stages})
 
 
 @dataclass
