@@ -56,9 +56,9 @@ def _changed(self, **kw) -> "RunOptions":
 def _describe(self) -> str:
     """Fusion, executor and every option that is not at its default, e.g. 'fusion=memory, executor=eager, no cache'."""
     parts = []
-    for o in SCHEMA:
-        value = getattr(self, o.name) if "cell" in o.surfaces else None
-        if "cell" in o.surfaces and (value != o.flag_default_value or o.name in ("fusion", "executor")):
+    for o in (o for o in SCHEMA if "cell" in o.surfaces):
+        value = getattr(self, o.name)
+        if value != o.flag_default_value or o.name in ("fusion", "executor"):
             parts.append((o.word if value else f"no {o.word}") if o.type is bool else f"{o.name}={value}")
     return ", ".join(parts)
 
