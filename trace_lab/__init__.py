@@ -17,7 +17,7 @@ from .torch_support import check_torch as _check_torch
 _check_torch(_torch.__version__)
 
 from .errors import TraceLabError  # noqa: E402 - after the torch check
-from .jit import FUSION_STRATEGIES  # noqa: E402, JitFunction, Options, jit, last_backward_traces, last_traces
+from .jit import FUSION_STRATEGIES, JitFunction, Options, jit, last_backward_traces, last_traces  # noqa: E402
 from .trace import Trace  # noqa: E402
 
 __version__ = "0.1.0"
