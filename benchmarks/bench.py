@@ -19,7 +19,8 @@ Every configuration runs ``--repeat`` times (default 3), each run a fresh proces
 and Triton's caches point to an empty directory per run, nvFuser starts empty) under ``--timeout``; runs
 go round by round (every configuration once, then again), so drift spreads evenly. ``--jobs N`` runs N
 processes at a time: with several GPUs each process gets its own; on one GPU the timed phase (steady state
-and peak) holds a lock, so only compilation overlaps. Steady state: median of timed iterations (CUDA
+and peak) holds a lock and stops the other runs' process groups until it ends (a host-bound step timed
+while other runs compile on the same CPUs measured up to 2.2x slower), so only compilation overlaps. Steady state: median of timed iterations (CUDA
 events; host time until the step returns beside it); peak: ``max_memory_allocated`` above the allocation
 before the iteration (+ the CUDA graphs' pools for trace_lab ``-graphs`` rows). Tables show the median and
 the range over runs; ratios are of medians within one result file. ``--budget S`` starts no run that would
@@ -32,12 +33,14 @@ Results: ``benchmarks/results/<date>-<device>-<commit>-<benches>.json`` (rewritt
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
 import queue
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -170,24 +173,75 @@ class _Device:
 
 
 class _gpu_lock:
-    """Held around the timed phase when several runs share one GPU (``--jobs``): BENCH_LOCK names the file."""
+    """Held around the timed phase when several runs share one machine (``--jobs``): BENCH_LOCK names the
+    lock file. The holder also stops the other runs (``SIGSTOP`` to each process group listed in
+    BENCH_PIDS, their compile workers included) until its timed phase ends, so a host-bound step is not
+    timed while other processes compile on the same CPUs; the parent resumes them if a holder dies."""
+
+    @staticmethod
+    @contextlib.contextmanager
+    def waiting():
+        import fcntl
+
+        with open(os.environ["BENCH_LOCK"], "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            fcntl.flock(f, fcntl.LOCK_UN)
+        yield
 
     def __enter__(self):
-        self.f = None
+        self.f, self.stopped = None, []
         path = os.environ.get("BENCH_LOCK")
         if path:
             import fcntl
 
             self.f = open(path, "a+")
             fcntl.flock(self.f, fcntl.LOCK_EX)
+            self.stopped = _signal_others(signal.SIGSTOP)
         return self
 
     def __exit__(self, *exc):
         if self.f is not None:
             import fcntl
 
+            _signal_groups(self.stopped, signal.SIGCONT)
             fcntl.flock(self.f, fcntl.LOCK_UN)
             self.f.close()
+
+
+def _signal_groups(pgids, sig) -> list:
+    done = []
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, sig)
+            done.append(pgid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return done
+
+
+def _resume_if_unlocked(lock_path: str) -> None:
+    """A run ended: if no run is in its timed phase (the lock is free; a dead holder's lock is released by
+    the kernel), resume every listed run, in case the one that ended stopped them and died timing."""
+    import fcntl
+
+    with open(lock_path, "a+") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # a live holder resumes them when its timed phase ends
+        try:
+            _signal_others(signal.SIGCONT)
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _signal_others(sig) -> list:
+    """Send ``sig`` to the process group of every other run listed in the BENCH_PIDS folder."""
+    folder = os.environ.get("BENCH_PIDS")
+    if not folder or not os.path.isdir(folder):
+        return []
+    own = os.getpgid(0)
+    return _signal_groups([int(n) for n in os.listdir(folder) if n.isdigit() and int(n) != own], sig)
 
 
 _THUNDER_PEERS: list = []
@@ -556,6 +610,9 @@ def run(args) -> Path:
     return path
 
 
+_PIDS_DIR = tempfile.mkdtemp(prefix="trace_lab-bench-pids-")
+
+
 def _spawn(cfg: dict, timeout: float, slot: int, n_gpus: int, jobs: int) -> dict:
     started = time.perf_counter()
     cache = tempfile.mkdtemp(prefix="bench-cache-")
@@ -568,14 +625,26 @@ def _spawn(cfg: dict, timeout: float, slot: int, n_gpus: int, jobs: int) -> dict
     if jobs > 1:
         gpu = env.get("CUDA_VISIBLE_DEVICES", "0") if n_gpus > 1 else "0"
         env["BENCH_LOCK"] = os.path.join(tempfile.gettempdir(), f"trace_lab-bench-{os.getuid()}-gpu{gpu}.lock")
+        if n_gpus <= 1:  # one GPU: the runs share the host too; the timed phase stops the others
+            env["BENCH_PIDS"] = _PIDS_DIR
+    pids = env.get("BENCH_PIDS")
+    proc = subprocess.Popen([sys.executable, __file__, "_one", json.dumps(cfg)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, start_new_session=True)
+    marker = os.path.join(pids, str(proc.pid)) if pids else None
+    if marker:
+        open(marker, "w").close()
     try:
-        p = subprocess.run([sys.executable, __file__, "_one", json.dumps(cfg)], capture_output=True, text=True,
-                           timeout=timeout, env=env, cwd=ROOT)
-        line = [ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")]
-        r = json.loads(line[-1][7:]) if line else dict(cfg, ok=False, error=_error_summary(p.stderr or p.stdout))
+        out, err = proc.communicate(timeout=timeout)
+        line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+        r = json.loads(line[-1][7:]) if line else dict(cfg, ok=False, error=_error_summary(err or out))
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         r = dict(cfg, ok=False, error=f"timed out after {timeout:.0f} s")
     finally:
+        if marker:
+            os.remove(marker)
+            _resume_if_unlocked(env["BENCH_LOCK"])
         shutil.rmtree(cache, ignore_errors=True)
     r["wall_s"] = round(time.perf_counter() - started, 1)
     return r
@@ -905,6 +974,9 @@ def main(argv=None) -> int:
     ap.add_argument("--md", type=Path, default=BENCHMARKS_MD, help="report: the file whose generated section is rewritten")
     args = ap.parse_intermixed_args(argv)  # report --print FILE...
     if args.bench == "_one":
+        if os.environ.get("BENCH_PIDS"):  # started while another run is timing: wait until it ends
+            with _gpu_lock.waiting():
+                pass
         r = run_one(json.loads(args.rest[0]))
         print("RESULT " + json.dumps(r), flush=True)
         sys.stdout.flush()

@@ -10,10 +10,16 @@ Public API::
 
 In IPython/Jupyter: ``%load_ext trace_lab`` registers ``%%thunder_trace``.
 """
-from .errors import TraceLabError
-from .jit import FUSION_STRATEGIES, JitFunction, Options, jit, last_backward_traces, last_traces
-from .options import with_signature
-from .trace import Trace
+import torch as _torch
+
+from .torch_support import check_torch as _check_torch
+
+_check_torch(_torch.__version__)
+
+from .errors import TraceLabError  # noqa: E402 - after the torch check
+from .jit import FUSION_STRATEGIES, JitFunction, Options, jit, last_backward_traces, last_traces  # noqa: E402
+from .options import with_signature  # noqa: E402
+from .trace import Trace  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -1,0 +1,43 @@
+"""Which torch releases trace_lab supports, checked once at import.
+
+trace_lab reads torch internals that change between releases (AOTAutograd's
+metadata, Inductor's compiled graph, fake tensors), so an older torch fails deep
+inside capture with an error that names none of this. Importing trace_lab with a
+torch older than ``OLDEST`` raises at once, saying what was found and what to
+install; a torch newer than the newest tested one (``TESTED``) imports with a
+one-line warning. ``TESTED`` lists where the suites ran: the CPU suite in CI and
+the GPU tests and benchmarks on the GPU machine.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+
+OLDEST = (2, 11)
+TESTED = {(2, 11): "GPU tests and benchmarks (H100/H200, CUDA 13)", (2, 13): "the CPU suite (CI)"}
+
+__all__ = ["OLDEST", "TESTED", "check_torch", "UnsupportedTorch"]
+
+
+class UnsupportedTorch(ImportError):
+    """The installed torch is older than trace_lab supports."""
+
+
+def release(version: str) -> tuple[int, int]:
+    """'2.13.0+cpu' -> (2, 13)."""
+    m = re.match(r"(\d+)\.(\d+)", version)
+    if m is None:
+        raise UnsupportedTorch(f"trace_lab cannot read torch's version {version!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def check_torch(version: str) -> None:
+    found = release(version)
+    newest = max(TESTED)
+    if found < OLDEST:
+        raise UnsupportedTorch(
+            f"trace_lab needs torch >= {OLDEST[0]}.{OLDEST[1]}, found torch {version}: install a newer torch "
+            f"(pip install 'torch>={OLDEST[0]}.{OLDEST[1]}'; `python3 dev.py test` sets one up in .venv)")
+    if found > newest:
+        warnings.warn(f"trace_lab was tested with torch {', '.join(f'{a}.{b}' for a, b in sorted(TESTED))}; "
+                      f"torch {version} is newer and untested", stacklevel=3)
