@@ -354,7 +354,7 @@ def _graph_stats(jfn) -> dict:
 def _check(res: dict, got, eager, which: str = "first") -> None:
     """Record whether a step matched eager PyTorch (outputs, gradients, updated values): the first step
     (compilation's), then the last timed one (a replay, with graphs); ``matches_eager`` needs both."""
-    from trace_lab import compare
+    from trace_lab.run import compare
 
     cmp = compare.compare_runs(got, eager)
     res["matches_eager"] = cmp.ok and res.get("matches_eager", True)
@@ -368,7 +368,7 @@ def run_one(cfg: dict) -> dict:
     import torch
 
     from _results import environment
-    from trace_lab import compare
+    from trace_lab.run import compare
 
     sys.path.insert(0, str(ROOT))
     from examples import workloads

@@ -112,7 +112,7 @@ def _time_steps(jfn, x, shards, device, iters):
 def _profiler_lanes(jfn, x, shards, device):
     from torch.profiler import ProfilerActivity, profile
 
-    from trace_lab.report.timeline import lanes_from_profiler, overlap_stats
+    from trace_lab.analysis.timeline import lanes_from_profiler, overlap_stats
 
     if not device.startswith("cuda"):
         return None
@@ -136,7 +136,7 @@ def _config_worker(args, config):
     import trace_lab.distributed as tld
     from examples.llama import LlamaStack
     from trace_lab.distributed.comm_measure import measure_comm
-    from trace_lab.report.timeline import CPU_MODEL, GPU_MODEL, estimate_timeline
+    from trace_lab.analysis.timeline import CPU_MODEL, GPU_MODEL, estimate_timeline
 
     ctx = tld.current()
     device = ctx.device
@@ -208,7 +208,7 @@ def _estimated_hidden(est: list[dict]):
 
 
 def _inflight_text(r):
-    from trace_lab.jit import Options
+    from trace_lab.run.jit import Options
     from trace_lab.passes.sort_waits import default_max_inflight
 
     if not r["sort_waits"]:

@@ -28,7 +28,7 @@ import torch  # noqa: E402
 import trace_lab  # noqa: E402
 from benchmarks._results import write_results  # noqa: E402
 from examples.workloads import WORKLOADS  # noqa: E402
-from trace_lab.printer import format_bytes  # noqa: E402
+from trace_lab.ir.printer import format_bytes  # noqa: E402
 
 STRATEGIES = ("none", "dataflow", "horizontal", "memory")
 

@@ -1,6 +1,6 @@
 """Where predicted and measured memory part: live bytes line by line, and region output aliasing.
 
-A diagnostic for the liveness model. It runs one workload through ``trace_lab.jit``
+A diagnostic for the liveness model. It runs one workload through ``trace_lab.run.jit``
 with the chosen strategy and executor, and for every program part that runs it records,
 after each trace line, the allocator's live bytes above the program's entry
 (CUDA ``memory_allocated``; on CPU nothing is recorded per line) next to the model's
@@ -32,7 +32,7 @@ import trace_lab  # noqa: E402
 from examples.workloads import WORKLOADS  # noqa: E402
 from trace_lab.analysis.liveness import alias_sources  # noqa: E402
 from trace_lab.executors import eager as eager_mod  # noqa: E402
-from trace_lab.trace import tensor_values  # noqa: E402
+from trace_lab.ir.trace import tensor_values  # noqa: E402
 
 _RECORDS: list[dict] = []
 

@@ -64,9 +64,9 @@ VARIANTS = {"default": {}, "contiguous": {"contiguous_inputs": True}, "no-index-
 def probe_verify(out: Path) -> None:
     """Per executor variant: segments that disagree with torch, and the whole run against eager."""
     from examples.workloads import WORKLOADS
-    from trace_lab import compare
+    from trace_lab.run import compare
     from trace_lab.executors.nvfuser import NvFuserExecutor
-    from trace_lab.jit import jit
+    from trace_lab.run.jit import jit
 
     for variant, options in VARIANTS.items():
         for name, strategy in (("llama2", "memory"), ("llama8", "memory"), ("llama2_ckpt", "horizontal")):
@@ -115,8 +115,8 @@ def _llama8_child() -> None:
     import torch
 
     from examples.workloads import WORKLOADS
-    from trace_lab import compare
-    from trace_lab.jit import jit
+    from trace_lab.run import compare
+    from trace_lab.run.jit import jit
 
     wl = WORKLOADS["llama8"]
     model, (x,) = wl.make("cuda", "full")

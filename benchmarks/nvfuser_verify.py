@@ -6,7 +6,7 @@ sys.path.insert(0, ".")
 from examples.workloads import WORKLOADS  # noqa: E402
 from tests.nvfuser_support import whole_program_region  # noqa: E402
 from trace_lab.executors.nvfuser import NvFuserExecutor  # noqa: E402
-from trace_lab.jit import jit  # noqa: E402
+from trace_lab.run.jit import jit  # noqa: E402
 from trace_lab.passes import PASSES  # noqa: E402
 
 PASSES["fusion"] = whole_program_region

@@ -86,7 +86,7 @@ SCRATCH_OPS = ("conv", "fft", "sort", "argsort", "msort", "topk", "kthvalue", "m
 NOTES = [
     "Each configuration's first call compiles (forward and backward); the second call is measured and compared. "
     "Compiling an Inductor region inside `jfn.measuring()` (the lazily compiled backward) segfaults in "
-    "`torch.profiler.profile.stop()` at the end of the block (trace_lab/measure.py CpuMemoryWindows.close, since "
+    "`torch.profiler.profile.stop()` at the end of the block (trace_lab/runtime/measure.py CpuMemoryWindows.close, since "
     "commit 80c88a4): repro `f = trace_lab.jit(lambda x: torch.nn.functional.gelu(x), fusion='dataflow', "
     "executor='inductor'); x = torch.randn(5, 5, requires_grad=True); with f.measuring(): f(x).sum().backward()`.",
     "`aot_eager not captured`: Dynamo compiled no graph with an op for the sample (a no-op such as `contiguous` of a "
@@ -418,7 +418,7 @@ def decomposed_reference(case):
     from functorch.compile import make_boxed_func, min_cut_rematerialization_partition
     from torch._dynamo.backends.common import aot_autograd
 
-    from trace_lab.capture import capture_decompositions
+    from trace_lab.capture.session import capture_decompositions
 
     def nop(gm, _):
         return make_boxed_func(gm.forward)

@@ -7,7 +7,7 @@
 
 Programs (small CPU sizes): the small llama stack's forward + backward, an elementwise chain of
 ``--chain-ops`` ops (3,000) on a small tensor, and ``Adam.step`` over ``--adam-params`` (24) parameters.
-Each runs as eager PyTorch and as ``trace_lab.jit`` with the default options and with
+Each runs as eager PyTorch and as ``trace_lab.run.jit`` with the default options and with
 ``fusion='none', executor='eager'``; after warm-up (compilation), the three are called in turn (rotating
 order) ``--calls`` times, each sample the fastest of ``--inner`` (3) calls in a row (a call that the
 scheduler preempted says nothing about the runtime); the ratio is the median over rounds of the

@@ -20,7 +20,7 @@ import re
 import torch
 import torch.fx as fx
 
-from trace_lab.trace import Trace
+from trace_lab.ir.trace import Trace
 
 aten = torch.ops.aten
 X_SHAPE, W_SHAPE = (4, 8), (8, 16)

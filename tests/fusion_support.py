@@ -20,14 +20,14 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import trace_lab
 from examples import workloads
 from trace_lab.executors.base import Executor
-from trace_lab.inspection import default_loss
+from trace_lab.run.inspection import default_loss
 from trace_lab.executors.eager import interpret
 from trace_lab.executors.inductor import inductor_can_fuse
-from trace_lab.jit import Options
-from trace_lab.measure import measure_peak_handing_over
+from trace_lab.run.jit import Options
+from trace_lab.runtime.measure import measure_peak_handing_over
 from trace_lab.passes import PassContext
 from trace_lab.passes.fusion import fusion_pass
-from trace_lab.trace import Trace
+from trace_lab.ir.trace import Trace
 
 STRATEGIES = ("none", "dataflow", "horizontal", "memory")
 # Measured CPU peak may exceed the predicted one by this much: a few ops allocate 0-dim

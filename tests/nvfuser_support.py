@@ -24,7 +24,7 @@ def fake_cuda_graph(fn, *shapes, dtype=torch.float32):
 
 
 def whole_program_region(trace, ctx=None):
-    from trace_lab.trace import Trace
+    from trace_lab.ir.trace import Trace
 
     gm = trace.gm
     sub = fx.GraphModule(gm, gm.graph.__deepcopy__())

@@ -209,7 +209,7 @@ def test_fusing_an_already_fused_program_keeps_its_regions(paths_trace):
 
 
 def test_max_region_ops_bounds_horizontal_regions(paths_trace):
-    from trace_lab.jit import Options
+    from trace_lab.run.jit import Options
     from trace_lab.passes import PassContext
     from trace_lab.passes.fusion import fusion_pass
 

@@ -22,7 +22,7 @@ import torch
 import trace_lab
 from examples.workloads import get
 from fusion_support import SCALAR_SLACK
-from trace_lab.trace import is_getitem
+from trace_lab.ir.trace import is_getitem
 
 PATHS = 10
 Q = 256 * 256 * 4  # one f32[256, 256]: 0.25 MiB

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import trace_lab
-from trace_lab.measure import CallTimes, time_host_device
+from trace_lab.runtime.measure import CallTimes, time_host_device
 from trace_lab.report import Report
 
 

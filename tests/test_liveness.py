@@ -5,7 +5,7 @@ import torch
 import torch.fx as fx
 
 from trace_lab.analysis.liveness import compute_liveness
-from trace_lab.trace import Trace
+from trace_lab.ir.trace import Trace
 
 aten = torch.ops.aten
 N = 64 * 4  # bytes of an f32[64] tensor

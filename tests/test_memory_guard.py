@@ -15,7 +15,7 @@ import torch
 
 from trace_lab.analysis.region_record import region_record
 from trace_lab.executors.inductor import InductorExecutor
-from trace_lab.jit import jit, last_traces
+from trace_lab.run.jit import jit, last_traces
 
 RELU = "aten.relu.default"
 
@@ -77,7 +77,7 @@ def test_without_overrun_the_plan_stands():
 
 
 def test_an_overrun_left_in_place_is_said(monkeypatch):
-    import trace_lab.memory_guard as guard
+    import trace_lab.run.memory_guard as guard
 
     monkeypatch.setattr(guard, "MAX_ROUNDS", 0)  # no re-plans allowed: the overrun stays
     jfn, stages, compiled = _run(InflatingInductor())

@@ -18,7 +18,7 @@ from trace_lab.passes.fusion import STRATEGIES, plan_units
 from trace_lab.passes.partition import OpGraph, Unit
 from trace_lab.passes.regions import build_trace
 from trace_lab.passes.schedule import MemoryModel
-from trace_lab.trace import Trace
+from trace_lab.ir.trace import Trace
 
 aten = torch.ops.aten
 C10D = torch.ops._c10d_functional

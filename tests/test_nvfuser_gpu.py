@@ -17,9 +17,9 @@ import os
 import pytest
 import torch
 
-from trace_lab import compare
+from trace_lab.run import compare
 from trace_lab.executors.nvfuser_import import unavailable_reason
-from trace_lab.jit import FUSION_STRATEGIES, jit
+from trace_lab.run.jit import FUSION_STRATEGIES, jit
 from trace_lab.passes import PASSES, _load_passes
 
 from examples.workloads import WORKLOADS

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 
 import trace_lab
 from trace_lab.analysis import op_scratch
-from trace_lab.measure import measure_peak
-from trace_lab.printer import format_bytes
+from trace_lab.runtime.measure import measure_peak
+from trace_lab.ir.printer import format_bytes
 
 KIB = 1024
 

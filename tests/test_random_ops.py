@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import trace_lab
 from fusion_support import SCALAR_SLACK
-from trace_lab import compare
+from trace_lab.run import compare
 from trace_lab.passes import PASSES
 
 STRATEGIES = ("none", "dataflow", "horizontal", "memory")

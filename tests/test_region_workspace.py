@@ -17,7 +17,7 @@ from trace_lab.analysis.liveness import compute_liveness
 from trace_lab.analysis.region_record import plan_record, region_record
 from trace_lab.executors.inductor import InductorExecutor
 from trace_lab.executors.workspace import fresh_output_bytes, output_layout, with_measured_layout, workspace_bytes
-from trace_lab.measure import measure_peak
+from trace_lab.runtime.measure import measure_peak
 from trace_lab.passes.fusion import plan_units
 from trace_lab.passes.partition import OpGraph
 from trace_lab.passes.schedule import MemoryModel

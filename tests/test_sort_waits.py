@@ -7,11 +7,12 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from trace_lab.errors import TraceLabError
-from trace_lab.jit import Options
+from trace_lab.run.jit import Options
 from trace_lab.passes import PassContext
 from trace_lab.passes.sort_waits import default_max_inflight, sort_waits_pass
-from trace_lab.report.timeline import CostModel, estimate_timeline, format_timeline, timeline_svg
-from trace_lab.trace import Trace
+from trace_lab.analysis.timeline import CostModel, estimate_timeline
+from trace_lab.report.timeline import format_timeline, timeline_svg
+from trace_lab.ir.trace import Trace
 
 C10D = torch.ops._c10d_functional
 aten = torch.ops.aten

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 import trace_lab
-from trace_lab.fx_util import is_getitem
-from trace_lab.printer import format_trace, trace_lines
+from trace_lab.ir.fx_util import is_getitem
+from trace_lab.ir.printer import format_trace, trace_lines
 from trace_lab.report import html as H
 from trace_lab.report.report import Report
 

@@ -17,9 +17,9 @@ from .torch_support import check_torch as _check_torch
 _check_torch(_torch.__version__)
 
 from .errors import TraceLabError  # noqa: E402 - after the torch check
-from .jit import FUSION_STRATEGIES, JitFunction, Options, jit, last_backward_traces, last_traces  # noqa: E402
+from .run.jit import FUSION_STRATEGIES, JitFunction, Options, jit, last_backward_traces, last_traces  # noqa: E402
 from .options import with_signature  # noqa: E402
-from .trace import Trace  # noqa: E402
+from .ir.trace import Trace  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -27,8 +27,8 @@ __version__ = "0.1.0"
 @with_signature
 def inspect(fn, *args, loss=None, progress=None, kwargs=None, **options):
     """Compile, run and measure ``fn(*args)``; returns a :class:`~trace_lab.report.Report`
-    (:func:`trace_lab.inspection.inspect`; the signature lists the options)."""
-    from .inspection import inspect as _inspect
+    (:func:`trace_lab.run.inspection.inspect`; the signature lists the options)."""
+    from .run.inspection import inspect as _inspect
 
     return _inspect(fn, *args, loss=loss, progress=progress, kwargs=kwargs, **options)
 

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from .options import EXECUTOR_CHOICES, FUSION_STRATEGIES, OPTIONS
+
 __all__ = ["main"]
 
 
@@ -117,8 +119,10 @@ def main(argv=None) -> int:
                    help="comma-separated names from examples/workloads.py")
     r.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     r.add_argument("--size", default="small", choices=["small", "full"])
-    r.add_argument("--fusion", default="memory", choices=["none", "dataflow", "horizontal", "memory"])
-    r.add_argument("--executor", default="auto")
+    r.add_argument("--fusion", default="memory", choices=FUSION_STRATEGIES,
+                   help="trace_lab.jit's fusion option for every workload (default here: memory)")
+    r.add_argument("--executor", default=OPTIONS["executor"].default, choices=EXECUTOR_CHOICES,
+                   help="trace_lab.jit's executor option for every workload (default: auto)")
     r.add_argument("--runs", type=int, default=3)
     r.add_argument("--no-notebooks", action="store_true")
     r.add_argument("--notebook-timeout", type=int, default=900)

@@ -3,7 +3,7 @@
 Each :class:`Option` says its name, type, allowed values, default, help, the stage
 that reads it and the surfaces that offer it (``jit``, ``inspect``, ``magic``,
 ``widget``, ``cell`` = the notebook's RunOptions). Everything else is derived:
-:class:`Options` (the typed value ``trace_lab.jit`` builds and the passes and
+:class:`Options` (the typed value ``trace_lab.run.jit`` builds and the passes and
 executors read), its one validation (:func:`check_option`, :func:`check_names`),
 ``inspect``'s keywords, the magic's flags and help, the widgets' controls and the
 options table in docs/notebook.md (:func:`docs_table`). Adding an option is one

@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ..fx_util import is_getitem, tensor_values
+from ..ir.fx_util import is_getitem, tensor_values
 from .region_record import RegionRecord, plan_record, records_of
 from .storage import CUDA_ROUNDING, round_up, tensor_bytes
 

@@ -89,7 +89,7 @@ def measure_workspace(fn, input_vals, rounding: int) -> tuple:
     from torch._guards import tracing
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    from ..measure import measure_peak
+    from ..runtime.measure import measure_peak
 
     with unset_fake_temporarily(), tracing(None), torch.no_grad():
         args = [example_tensor(v, zeros=False) for v in input_vals]

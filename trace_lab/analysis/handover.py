@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch.fx as fx
 
-from ..trace import is_getitem, tensor_values
+from ..ir.trace import is_getitem, tensor_values
 from .buffers import alias_sources
 
 __all__ = ["owned_backward_inputs", "storage_root"]

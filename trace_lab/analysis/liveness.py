@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 
 import torch.fx as fx
 
-from ..fx_util import is_getitem, node_device
+from ..ir.fx_util import is_getitem, node_device
 from .buffers import (Buffers, alias_sources, default_rounding, output_buffer_bytes, reads, region_output_bytes,
                       region_workspace, released_at_first_line)
 from .op_scratch import op_scratch_bytes
@@ -114,7 +114,7 @@ class Liveness:
 
 class _RegionView:
     """What :func:`compute_liveness` reads of a Trace, for a region's own GraphModule (only its
-    peak is used, so values keep their fx names; no import of :mod:`trace_lab.trace` here)."""
+    peak is used, so values keep their fx names; no import of :mod:`trace_lab.ir.trace` here)."""
 
     owned_inputs: dict = {}
 

@@ -18,7 +18,7 @@ Design (the same as compiled regions' workspace, :mod:`trace_lab.analysis.call_m
   storage offset, dtype and device, and every non-tensor argument - the op runs on real
   inputs built from the recorded meta (:func:`trace_lab.analysis.call_memory.example_tensor`,
   uninitialised: no random generator is touched), once to warm up (lazy initialisation,
-  oneDNN primitive creation), once measured with :func:`trace_lab.measure.measure_peak`
+  oneDNN primitive creation), once measured with :func:`trace_lab.runtime.measure.measure_peak`
   (CPU profiler allocator events, CUDA ``max_memory_allocated``). Figures are kept in a
   process-wide cache keyed by signature, so a model's repeated layers measure once.
 * When: lazily, the first time the liveness model prices the line (for the jit that is at

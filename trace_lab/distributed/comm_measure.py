@@ -36,6 +36,8 @@ import time
 
 import torch
 
+from ..capture.session import program_parts
+
 __all__ = ["WaitStallRecorder", "measure_comm", "calibrate", "summarize_stalls", "format_comm", "KINDS"]
 
 KINDS = ("all_gather", "reduce_scatter", "all_reduce")
@@ -153,7 +155,7 @@ def calibrate(signatures, device, reps: int = 5, warmup: int = 1) -> dict:
     import torch.distributed as dist
     from torch.distributed.distributed_c10d import _resolve_process_group
 
-    from ..measure import synchronize
+    from ..runtime.measure import synchronize
 
     device = torch.device(device)
     sigs = set(signatures)
@@ -250,7 +252,7 @@ def measure_comm(step, device, *, jfn=None, steps: int = 2, reps: int = 5, iter_
     is carried into the result. Returns :func:`summarize_stalls`'s plain data, plus the
     instrumented steps' own times (``instrumented_step_seconds``).
     """
-    from ..measure import synchronize
+    from ..runtime.measure import synchronize
 
     device = torch.device(device)
     rec = WaitStallRecorder(device, label=_part_labels(jfn))
@@ -274,10 +276,9 @@ def measure_comm(step, device, *, jfn=None, steps: int = 2, reps: int = 5, iter_
 def _part_labels(jfn):
     """trace -> (program index, part kind), from the final stage of each compiled part."""
     def label(trace):
-        for p in (jfn.programs if jfn is not None else []):
-            for part in p.parts:
-                if part.traces and part.traces[-1] is trace:
-                    return p.index, part.kind
+        for _, p, part in program_parts(jfn):
+            if part.traces[-1] is trace:
+                return p.index, part.kind
         return None, trace.kind
 
     return label

@@ -31,6 +31,7 @@ import torch.nn as nn
 import torch.nn.utils.parametrize as parametrize
 
 from ..errors import TraceLabError
+from ..capture.session import program_parts
 
 __all__ = ["shard_module", "shard_of", "Unshard", "sharded_parameters", "gather_full_parameters",
            "group_name_of", "shard_for_jit", "check_fsdp_reached", "UNSHARD", "REDUCE_GRAD"]
@@ -215,7 +216,7 @@ def check_fsdp_reached(jfn) -> bool:
     """After a call of ``trace_lab.jit(fn, fsdp=...)``: raise :class:`TraceLabError` when its compiled
     forward programs read no sharded parameter (the run was not sharded at all); False while no
     forward program has been compiled yet (nothing to judge), True once one has and they do."""
-    parts = [part for p in jfn.programs for part in p.parts if part.kind != "backward" and part.traces]
+    parts = [part for _, _, part in program_parts(jfn) if part.kind != "backward"]
     if not parts:
         return False
     if any(t.info.get("fsdp", {}).get("all_gathers") for part in parts for t in part.traces):

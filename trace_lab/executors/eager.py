@@ -17,7 +17,7 @@ import time
 import torch.fx as fx
 
 from ..runtime import generate, interpret, set_wait_hook
-from ..trace import Trace
+from ..ir.trace import Trace
 from .inductor_ops import inductor_can_fuse
 from .interface import CompiledProgram, Executor, register
 

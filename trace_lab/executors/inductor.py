@@ -19,7 +19,7 @@ A compiled region may allocate scratch buffers inside its call (a region Inducto
 splits into several kernels with intermediate buffers, split reductions). The
 executor measures that workspace once per compiled region, at compile time: it
 runs the region on placeholder inputs of the recorded layouts (a warm-up call,
-then a measured one, with :func:`trace_lab.measure.measure_peak`: CUDA
+then a measured one, with :func:`trace_lab.runtime.measure.measure_peak`: CUDA
 ``max_memory_allocated``, CPU profiler allocator events) and records
 peak - outputs as ``workspace_bytes`` in the region's record
 (``CompiledProgram.regions``, op id -> RegionRecord), where the liveness model
@@ -43,7 +43,7 @@ import torch.fx as fx
 from ..analysis.region_record import RegionRecord, plan_record
 from ..analysis.storage import CUDA_ROUNDING
 from ..errors import TraceLabError
-from ..trace import Trace, is_getitem, tensor_values
+from ..ir.trace import Trace, is_getitem, tensor_values
 from .interface import CompiledProgram, Executor, register
 from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_fuse  # noqa: F401 - the table, re-exported
 from ..runtime import generate

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ..fx_util import is_getitem, tensor_values
+from ..ir.fx_util import is_getitem, tensor_values
 
 __all__ = ["inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "FUSIBLE_TAGS"]
 

@@ -23,7 +23,7 @@ import torch
 import torch.fx as fx
 
 from ..errors import MissingDependencyError
-from ..trace import Trace
+from ..ir.trace import Trace
 from .interface import CompiledProgram, Executor, register
 from ..analysis.region_record import plan_record
 from ..analysis.liveness import CUDA_ROUNDING

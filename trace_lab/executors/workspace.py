@@ -29,7 +29,7 @@ from ..analysis.call_memory import (example_tensor, fresh_output_bytes, measure_
                                     workspace_bytes)
 from ..analysis.buffers import region_output_bytes
 from ..analysis.region_record import RegionRecord, plan_record
-from ..fx_util import tensor_values
+from ..ir.fx_util import tensor_values
 
 # the measuring helpers live in trace_lab.analysis.call_memory (op scratch uses them too)
 __all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "output_layout", "measure_workspace",
@@ -51,7 +51,7 @@ def with_measured_layout(record: RegionRecord, layout, captured_vals) -> RegionR
 
 def compiled_region(node, layout, workspace, rounding: int, **found) -> RegionRecord:
     """The record of compiled region ``node``: its plan, the output bytes that plan assumed
-    (``planned_output_bytes``: :mod:`trace_lab.memory_guard` compares against it), the real
+    (``planned_output_bytes``: :mod:`trace_lab.run.memory_guard` compares against it), the real
     output layout and workspace the compiled call showed, the output bytes the liveness model
     counts for that layout (``model_output_bytes``), and what else the executor found (``found``)."""
     plan = plan_record(node)

@@ -112,7 +112,7 @@ def _headline(tb: str) -> str:
 
 def run_cell_distributed(fn, args, options: RunOptions, label: str, progress=None):
     """Run the cell function on ``options.nproc`` ranks (1 with only ``--fsdp``) -> DistributedReport."""
-    from ..compare import reachable_tensors
+    from ..run.compare import reachable_tensors
     from ..distributed import run_distributed
     from ..report.distributed_report import DistributedReport
 

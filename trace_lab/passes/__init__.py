@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..options import Options
-from ..trace import Trace
+from ..ir.trace import Trace
 
 __all__ = ["PassContext", "PASSES", "register_pass", "run_pipeline", "pipeline_for"]
 

@@ -18,7 +18,7 @@ import torch
 import torch.fx as fx
 
 from ..errors import TraceLabError
-from ..trace import is_getitem
+from ..ir.trace import is_getitem
 
 __all__ = ["C10D", "WAIT", "ALL_GATHER", "REDUCE_SCATTER", "COLLECTIVES", "is_wait", "is_collective",
            "is_all_gather", "is_view_op", "wait_chain", "rebuild", "new_node", "fake_mode_of"]

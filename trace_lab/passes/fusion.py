@@ -17,7 +17,7 @@ strategy predicts).
   lower peak (fewer regions on a tie), so it is never above ``none`` or
   ``dataflow``.
 
-``ctx.keep_unfused`` names ops no region may take (see :mod:`trace_lab.memory_guard`).
+``ctx.keep_unfused`` names ops no region may take (see :mod:`trace_lab.run.memory_guard`).
 The result's ``info`` records the strategy, the regions and the predicted peak.
 """
 from __future__ import annotations

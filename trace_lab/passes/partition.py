@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from ..trace import is_getitem
+from ..ir.trace import is_getitem
 
 __all__ = ["Unit", "OpGraph", "singleton_units", "dataflow_groups", "topological_order", "horizontal_order",
            "units_from_groups", "draws_random"]

@@ -23,8 +23,8 @@ import torch
 import torch.fx as fx
 
 from ..analysis.buffers import alias_sources
-from ..printer import target_name
-from ..trace import Trace, is_getitem
+from ..ir.printer import target_name
+from ..ir.trace import Trace, is_getitem
 from .signature import region_signature
 
 __all__ = ["build_trace", "computes_something", "region_nodes"]

@@ -40,7 +40,7 @@ import torch.fx as fx
 
 from ..analysis.buffers import Buffers, reads, released_at_first_line
 from ..analysis.liveness import line_transient
-from ..trace import is_getitem
+from ..ir.trace import is_getitem
 from .partition import OpGraph, Unit, producer
 
 __all__ = ["MemoryModel", "UnitCost", "min_peak_order", "merge_pass"]

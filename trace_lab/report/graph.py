@@ -37,8 +37,8 @@ import uuid
 
 import graphviz
 
-from ..printer import format_bytes
-from ..trace import Trace
+from ..ir.printer import format_bytes
+from ..ir.trace import Trace
 from .dot_render import dot_available, graph_html, viz_loader_html
 from .graph_model import (DEFAULT_MAX_NODES, PEAK_COLOR, _cluster_id, _html_label, _plan, _safe_id, dot_escape,
                           input_kind, is_recomputed, live_at_peak)

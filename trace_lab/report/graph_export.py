@@ -31,7 +31,7 @@ def _groups(report_or_traces, graph_options: dict) -> list[tuple[str, list, list
 
     A Report is read from its view model (a report loaded from JSON too), unless ``graph_options`` ask for
     other pictures than the model's: those are drawn from its Traces while its JitFunction lives."""
-    from ..trace import Trace
+    from ..ir.trace import Trace
     from .graph import digraph
     from .memory_plot import curves_from_stages
     from .report import Report

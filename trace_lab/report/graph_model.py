@@ -21,8 +21,8 @@ import torch
 import torch.fx as fx
 
 from ..analysis.region_record import region_record
-from ..printer import format_bytes, source_line, target_name, type_comment
-from ..trace import Trace, is_getitem, tensor_values
+from ..ir.printer import format_bytes, source_line, target_name, type_comment
+from ..ir.trace import Trace, is_getitem, tensor_values
 
 __all__ = ["dot_escape", "input_kind", "is_recomputed", "live_at_peak", "DEFAULT_MAX_NODES"]
 

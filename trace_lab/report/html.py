@@ -142,7 +142,7 @@ def highlight_lines(text: str) -> list[str]:
 
 
 def _fmt_bytes(n) -> str:
-    from ..printer import format_bytes
+    from ..ir.printer import format_bytes
 
     return format_bytes(n)
 
@@ -462,7 +462,7 @@ def _extra_summary_rows(report) -> list[tuple[str, str]]:
     from .table import report_row
 
     row = report_row(report)
-    rows = [("options", ", ".join(f"{k}={v}" for k, v in report.options.items() if k != "extra" and v is not None))]
+    rows = [("options", ", ".join(f"{k}={v}" for k, v in report.options.items() if v is not None))]
     fus = f"{row['fusions']} fused regions, {row['kernels']} kernels"
     if row["cache_hits"] is not None:
         fus += f", {row['cache_hits']} fusion-cache hits"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import io
 
-from ..printer import format_bytes
+from ..ir.printer import format_bytes
 
 __all__ = ["memory_curve_svg", "memory_curve_png", "curves_from_traces", "curves_from_stages"]
 

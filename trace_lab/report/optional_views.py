@@ -7,7 +7,7 @@ escaped), so every other tab keeps working.
 """
 from __future__ import annotations
 
-from ..printer import format_bytes
+from ..ir.printer import format_bytes
 from .graph import graph_pair_html
 from .memory_plot import memory_curve_svg
 from .packing import esc

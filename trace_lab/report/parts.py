@@ -2,7 +2,7 @@
 
 A JitFunction holds programs (one per Dynamo graph); each has a forward (or
 inference) part and maybe a backward part, and a part with Traces is what the
-views show. :func:`program_parts` walks the live objects; :func:`summary_parts`
+views show. :func:`program_parts` (:mod:`trace_lab.capture.session`, beside Program) walks the live objects; :func:`summary_parts`
 walks a Report's plain ``programs`` data the same way. :func:`materializes_regions`
 says how the executor that runs a part runs its fused regions (the liveness
 model the part's figures use): read from the part's own record, never from the
@@ -10,17 +10,11 @@ JitFunction's executors.
 """
 from __future__ import annotations
 
+from ..capture.session import program_parts
+
 __all__ = ["program_parts", "summary_parts", "materializes_regions", "PART_KINDS"]
 
 PART_KINDS = ("forward", "inference", "backward")
-
-
-def program_parts(jfn):
-    """(position in ``jfn.programs``, program, part) for every part that has Traces."""
-    for pos, p in enumerate(jfn.programs if jfn is not None else []):
-        for part in p.parts:
-            if part.traces:
-                yield pos, p, part
 
 
 def summary_parts(programs: list[dict]):

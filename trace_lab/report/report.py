@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 
 import torch
 
-from ..printer import format_bytes
+from ..ir.printer import format_bytes
 from .parts import materializes_regions, program_parts, summary_parts
 from .view_model import ViewModel, build_view
 

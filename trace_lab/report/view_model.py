@@ -4,7 +4,7 @@
 keeps, per part (``"forward #0"``, ``"backward #0"``, ...):
 
 * per stage, the printed lines as records made by the printer itself
-  (:func:`trace_lab.printer.trace_lines`: text, op, region, memory figures, peak,
+  (:func:`trace_lab.ir.printer.trace_lines`: text, op, region, memory figures, peak,
   recomputed, source line) with the stage's entry and peak bytes; the text of a
   stage is its lines joined, so text and views cannot disagree;
 * the before/after graphs as data (:func:`.graph.graph_data`; DOT on demand with
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from ..printer import Line, trace_lines
+from ..ir.printer import Line, trace_lines
 from .parts import program_parts
 
 __all__ = ["StageView", "PartView", "ViewModel", "build_view", "line_region", "LINE_FIELDS"]

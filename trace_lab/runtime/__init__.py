@@ -6,6 +6,8 @@
   distributed wait hook run programs through it.
 * :mod:`.interpreter` - node-by-node execution, kept only for per-line probes.
 * :mod:`.wait_hook` - the hook a measuring tool installs to time each ``wait_tensor``.
+* :mod:`.measure` - one call's peak memory (CUDA allocator stats / CPU profiler windows) and
+  host/device time: what the run stage reports and the executors' workspace measurement use.
 """
 from .codegen import GeneratedProgram, generate, generate_region
 from .interpreter import interpret

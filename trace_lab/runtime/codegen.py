@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from ..trace import Trace, is_getitem
+from ..ir.trace import Trace, is_getitem
 from .interpreter import constants_of
 from .wait_hook import WAIT, current_hook, hooked_wait
 

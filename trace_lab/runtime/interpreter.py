@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from ..trace import Trace, is_getitem
+from ..ir.trace import Trace, is_getitem
 from .wait_hook import WAIT, current_hook, hooked_wait
 
 __all__ = ["interpret"]

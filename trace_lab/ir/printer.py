@@ -30,7 +30,7 @@ from dataclasses import dataclass, fields
 import torch
 import torch.fx as fx
 
-from .analysis.op_scratch import lower_bound_note
+from ..analysis.op_scratch import lower_bound_note
 from .fx_util import is_getitem, tensor_values
 
 __all__ = ["Line", "trace_lines", "format_trace", "format_bytes", "type_comment", "source_line", "exec_namespace", "target_name"]
@@ -208,7 +208,7 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
     live = trace.liveness() if annotate else None
     by_node = {ln.node: ln for ln in live.lines} if live else {}
     if not live:
-        from .analysis.liveness import compute_liveness
+        from ..analysis.liveness import compute_liveness
 
         dels = {ln.node: ln.dead_values for ln in compute_liveness(trace).lines}
     else:

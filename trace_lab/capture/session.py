@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 import torch.fx as fx
 
-__all__ = ["Program", "ProgramPart", "CaptureSession", "readable_input_name", "capture_decompositions"]
+__all__ = ["Program", "ProgramPart", "CaptureSession", "readable_input_name", "capture_decompositions", "program_parts"]
 
 # Ops kept whole although the core-aten table decomposes them:
 # ``_scaled_dot_product_flash_attention_for_cpu`` (what F.scaled_dot_product_attention calls on
@@ -258,3 +258,11 @@ def _first_line(msg: str) -> str:
     line = str(msg).strip().splitlines()[0] if str(msg).strip() else str(msg)
     return line[:200]
 
+
+def program_parts(jfn):
+    """(position in ``jfn.programs``, program, part) for every part that has Traces: the programs x parts
+    walk, written once (a JitFunction, or anything with ``programs``; None walks nothing)."""
+    for pos, p in enumerate(jfn.programs if jfn is not None else []):
+        for part in p.parts:
+            if part.traces:
+                yield pos, p, part

@@ -22,10 +22,11 @@ import time
 import torch
 
 from . import compare
-from .errors import nothing_captured
+from ..errors import nothing_captured
 from .jit import JitFunction
-from .options import OPTIONS, Options, check_option, names, with_signature
-from .measure import median, synchronize, time_host_device
+from ..options import OPTIONS, Options, check_option, names, with_signature
+from ..runtime.measure import median, synchronize, time_host_device
+from ..capture.session import program_parts
 
 __all__ = ["inspect", "default_loss"]
 
@@ -49,7 +50,7 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
     """Compile ``fn``, run ``fn(*args, **kwargs)`` (and its backward), check it against eager, measure it.
 
     The options are those of :data:`trace_lab.options.SCHEMA` offered to ``inspect`` (the signature
-    lists them): every :func:`trace_lab.jit` option, and ``runs``, ``check``, ``backward``, ``name``,
+    lists them): every :func:`trace_lab.run.jit` option, and ``runs``, ``check``, ``backward``, ``name``,
     ``measure_memory``, ``measure_comm``. ``backward``: None runs the backward when an output requires
     grad; ``loss(out)`` gives the scalar to differentiate (default: sum of outputs). ``progress(msg)``
     is called at each step (the notebook shows it).
@@ -60,14 +61,14 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
     keyword through ``kwargs=``. Any other keyword is a TypeError that names the options and
     ``fn``'s parameters.
     """
-    from .report import Report
+    from ..report import Report
 
     given, fn_kwargs = _split_keywords(fn, options, kwargs)
     opts = {n: check_option(n, given.get(n, OPTIONS[n].default)) for n in names("inspect")}
     runs, backward, fsdp = opts["runs"], opts["backward"], opts["fsdp"]
     if fsdp and not isinstance(fn, JitFunction):
         # shard a plain module now, as jit would: the eager reference below is then the sharded module's run
-        from .distributed.sharding import shard_for_jit
+        from ..distributed.sharding import shard_for_jit
 
         fn = shard_for_jit(fn, fsdp)
     say = progress or (lambda msg: None)
@@ -141,7 +142,7 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
     measure_comm = opts["measure_comm"]
     if measure_comm or (measure_comm is None and runs > 0 and _multi_process_collectives(jfn)):
         say("measuring exposed communication (wait stalls, collective calibration)")
-        from .distributed.comm_measure import measure_comm as _measure_comm
+        from ..distributed.comm_measure import measure_comm as _measure_comm
 
         comm = _measure_comm(lambda: call(jfn, args), device, jfn=jfn, steps=1, iter_seconds=median(times))
     return Report.from_run(jfn, name=opts["name"], device=device, first_run_seconds=first_run,
@@ -202,4 +203,4 @@ def _multi_process_collectives(jfn) -> bool:
         return False
     wait = torch.ops._c10d_functional.wait_tensor.default
     return any(n.op == "call_function" and n.target is wait
-               for p in jfn.programs for part in p.parts if part.traces for n in part.traces[-1].ops)
+               for _, _, part in program_parts(jfn) for n in part.traces[-1].ops)

@@ -1,11 +1,11 @@
 """Small helpers over fx nodes that every layer uses (the lowest module of trace_lab).
 
-:mod:`trace_lab.trace`, the printer, the liveness model, the passes and the executors
+:mod:`trace_lab.ir.trace`, the printer, the liveness model, the passes and the executors
 all read nodes the same way: ``getitem`` nodes unpack multi-output ops, a node's
 ``meta['val']`` flattens to its tensors, and a program's device is that of its first
-tensor. They live here, below :class:`trace_lab.trace.Trace`, so the modules that
+tensor. They live here, below :class:`trace_lab.ir.trace.Trace`, so the modules that
 analyse or print a Trace do not import the module that defines it (and ``Trace``
-can call them without an import cycle). ``trace_lab.trace`` re-exports them.
+can call them without an import cycle). ``trace_lab.ir.trace`` re-exports them.
 """
 from __future__ import annotations
 

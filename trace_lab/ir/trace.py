@@ -35,8 +35,7 @@ class Trace:
     """A named, printable, analysable program (one stage of one program)."""
 
     def __init__(self, gm: fx.GraphModule, kind: str, stage: str = "as captured",
-                 input_names: list[str] | None = None, pass_seconds: float = 0.0,
-                 extra_names: dict[str, str] | None = None, info: dict | None = None,
+                 input_names: list[str] | None = None, pass_seconds: float = 0.0, info: dict | None = None,
                  owned_inputs: dict[int, str] | None = None, materialized_regions: bool = False):
         self.gm = gm
         self.kind = kind
@@ -44,7 +43,6 @@ class Trace:
         self.pass_seconds = pass_seconds
         self.info = dict(info or {})  # free-form facts passes want to show (e.g. regions)
         self._input_names = list(input_names or [])
-        self._extra_names = dict(extra_names or {})
         # inputs the caller hands over (a backward's saved activations): position -> storage group.
         # Inputs of one group share a storage (views of one forward value). The runtime releases
         # them at their last use and the liveness model frees them there; the rest the caller holds.
@@ -89,8 +87,7 @@ class Trace:
     def derive(self, gm: fx.GraphModule, stage: str, pass_seconds: float = 0.0,
                info: dict | None = None) -> "Trace":
         """A new stage of the same program (names of inputs carried over)."""
-        extra = dict(self._extra_names)
-        return Trace(gm, self.kind, stage, self._input_names, pass_seconds, extra, info, self.owned_inputs,
+        return Trace(gm, self.kind, stage, self._input_names, pass_seconds, info, self.owned_inputs,
                      self.materialized_regions)
 
     def with_regions(self, regions) -> "Trace":
@@ -111,7 +108,6 @@ class Trace:
         phs = self.inputs
         for i, n in enumerate(phs):
             base = self._input_names[i] if i < len(self._input_names) else n.name
-            base = self._extra_names.get(n.name, base)
             name = base
             k = 1
             while name in used:
@@ -183,7 +179,7 @@ class Trace:
     # -- analyses -----------------------------------------------------------------------
     def liveness(self, materialized_regions: bool | None = None):
         """Per-line memory (see :mod:`trace_lab.analysis.liveness`), cached per mode."""
-        from .analysis.liveness import cache_key, compute_liveness
+        from ..analysis.liveness import cache_key, compute_liveness
 
         if materialized_regions is None:  # the executor that runs this trace (the jit said so)
             materialized_regions = self.materialized_regions

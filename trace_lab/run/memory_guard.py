@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .analysis.buffers import default_rounding, region_output_bytes, region_workspace
-from .analysis.region_record import region_record
-from .printer import format_bytes
+from ..analysis.buffers import default_rounding, region_output_bytes, region_workspace
+from ..analysis.region_record import region_record
+from ..ir.printer import format_bytes
 
 __all__ = ["MAX_ROUNDS", "keep_promise", "overrunning_regions", "unfused_baseline", "peak_above_inputs",
            "Replan", "GuardResult", "guard_notes"]

@@ -11,7 +11,7 @@ chosen executor, and all its stages are kept on the JitFunction:
   forward / backward program that ran most recently.
 
 Memory measurement is opt-in (``with jfn.measuring(): ...``) so that timing runs
-are not disturbed by it; see :mod:`trace_lab.measure`.
+are not disturbed by it; see :mod:`trace_lab.runtime.measure`.
 """
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .analysis.handover import owned_backward_inputs
-from .capture import CaptureSession, Program, ProgramPart
-from .errors import TraceLabError, dynamo_break_counts, dynamo_breaks_since, explain_compile_error, nothing_captured
-from .executors import get_executor, resolve_executor
-from .options import FUSION_STRATEGIES, Options, check_names, with_signature
-from .passes import PassContext, run_pipeline
-from .trace import Trace, node_device
+from ..analysis.handover import owned_backward_inputs
+from ..capture.session import CaptureSession, Program, ProgramPart, program_parts
+from ..errors import TraceLabError, dynamo_break_counts, dynamo_breaks_since, explain_compile_error, nothing_captured
+from ..executors import get_executor, resolve_executor
+from ..options import FUSION_STRATEGIES, Options, check_names, with_signature
+from ..passes import PassContext, run_pipeline
+from ..ir.trace import Trace, node_device
 
 __all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES"]
 
@@ -97,14 +97,14 @@ class JitFunction:
 
     def graphed_runs(self) -> list:
         """The GraphedRun of every program part compiled with ``cuda_graphs=True`` on CUDA."""
-        return [part.compiled.graphs for p in self.programs for part in p.parts
+        return [part.compiled.graphs for _, _, part in program_parts(self)
                 if getattr(part.compiled, "graphs", None) is not None]
 
     @contextlib.contextmanager
     def measuring(self):
         """Measure each program's peak memory while the block runs (CPU figures are filled in
         when the block ends: one profiler session covers it, see measure.CpuMemoryWindows)."""
-        from .measure import CpuMemoryWindows
+        from ..runtime.measure import CpuMemoryWindows
 
         old, self._measure = self._measure, True
         old_windows, self._cpu_windows = self._cpu_windows, CpuMemoryWindows()
@@ -183,7 +183,7 @@ class JitFunction:
                 jfn._last_backward = None
             jfn.parts_run_in_last_call += 1
             if jfn._measure:
-                from .measure import measure_peak
+                from ..runtime.measure import measure_peak
 
                 device = part.traces[-1].device
                 predicted = part.traces[-1].liveness(executor.materializes_regions).peak_above_inputs_bytes
@@ -229,7 +229,7 @@ def _graphed_run(options: Options, trace: Trace, compiled):
             "cuda_graphs: left off for FSDP programs (their collectives and the wait hooks that time them are "
             "host-driven)"]
         return None
-    from .executors.cuda_graphs import GraphedRun, written_inputs
+    from ..executors.cuda_graphs import GraphedRun, written_inputs
 
     compiled.graphs = GraphedRun(compiled.run, written_inputs(trace))
     return compiled.graphs
@@ -240,14 +240,14 @@ def _fsdp_prepare(fn, options: Options):
     TraceLabError says what is missing (trace_lab.distributed.sharding.shard_for_jit)."""
     if not options.fsdp:
         return fn
-    from .distributed.sharding import shard_for_jit
+    from ..distributed.sharding import shard_for_jit
 
     return shard_for_jit(fn, options.fsdp)
 
 
 def _fsdp_check_reached(jfn: "JitFunction") -> None:
     """After a call: no sharded parameter in any compiled forward is an error, not a silent unsharded run."""
-    from .distributed.sharding import check_fsdp_reached
+    from ..distributed.sharding import check_fsdp_reached
 
     jfn._fsdp_unchecked = not check_fsdp_reached(jfn)
 
@@ -255,7 +255,7 @@ def _fsdp_check_reached(jfn: "JitFunction") -> None:
 def _joint_preparer(options: Options):
     """Hook on AOTAutograd's joint graph that a pass needs (ZeRO-3: regather in the backward)."""
     if options.fsdp == "zero3":
-        from .passes.fsdp import tag_gathers_for_recompute
+        from ..passes.fsdp import tag_gathers_for_recompute
 
         return tag_gathers_for_recompute
     return None
@@ -278,7 +278,7 @@ def jit(fn=None, **options) -> JitFunction:
 
     ``cuda_graphs=True`` replays each CUDA program from a recorded CUDA graph after a warm-up call
     (:mod:`trace_lab.executors.cuda_graphs`): outputs then live in the graph's memory until the next call."""
-    check_names(options, "jit", "trace_lab.jit")
+    check_names(options, "jit", "trace_lab.run.jit")
     opts = Options(**options)
     if fn is None:
         return lambda f: JitFunction(f, opts)

@@ -1,0 +1,1 @@
+"""The capture stage: torch.compile + AOTAutograd record each program as fx graphs."""
