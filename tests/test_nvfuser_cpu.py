@@ -131,3 +131,49 @@ def test_views_run_as_reshapes_where_an_executor_may_change_layouts():
         interpret(trace)([strided])
     (got,) = interpret(trace, views_as_reshape=True)([strided])
     torch.testing.assert_close(got, strided.reshape(-1) * 2)
+
+
+def _sgd_update_region() -> torch.fx.GraphModule:
+    """An optimizer's region: it only writes its input (p.copy_(p - 0.1 * g)) and returns nothing;
+    built by hand with fake CUDA values (make_fx cannot trace a mutation of a fake CUDA input here)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    aten = torch.ops.aten
+    g = torch.fx.Graph()
+    with FakeTensorMode():
+        vp, vg = torch.empty(8, device="cuda"), torch.empty(8, device="cuda")
+        p_, g_ = g.placeholder("p"), g.placeholder("g")
+        p_.meta["val"], g_.meta["val"] = vp, vg
+        mul = g.call_function(aten.mul.Tensor, (g_, 0.1))
+        mul.meta["val"] = vg * 0.1
+        sub = g.call_function(aten.sub.Tensor, (p_, mul))
+        sub.meta["val"] = vp - mul.meta["val"]
+        cp = g.call_function(aten.copy_.default, (p_, sub))
+        cp.meta["val"] = vp
+    g.output(())
+    return torch.fx.GraphModule(torch.nn.Module(), g)
+
+
+def test_a_region_that_only_writes_its_inputs_runs_and_returns_nothing():
+    """The GPU failure of 2026-11-23 (Adam regions: SyntaxError 'return (,)' in the generated region)."""
+    from trace_lab.executors.nvfuser_region import RegionProgram
+
+    gm = _sgd_update_region()
+    steps, _ = split_region(gm)
+    segments = [s for k, s in steps if k != "torch"]
+    assert segments and any(s.copies for s in segments)
+
+    def runner_for(seg):  # the segment's ops evaluated with torch on CPU (nvFuser's part on a GPU)
+        def run(inputs):
+            env = dict(zip(seg.inputs, inputs))
+            for n in seg.ops:
+                args = [env.get(a, a) if isinstance(a, torch.fx.Node) else a for a in n.args]
+                env[n] = n.target(*args, **n.kwargs)
+            return [env[o] for o in seg.outputs]
+        return run
+
+    program = RegionProgram(gm, steps, {id(s): runner_for(s) for s in segments}, multi=True)
+    p, g = torch.randn(8), torch.randn(8)
+    expected = p - 0.1 * g
+    assert program(p, g) == ()
+    torch.testing.assert_close(p, expected)

@@ -221,7 +221,10 @@ class RegionProgram:
             if gone:
                 body.append(f"del {', '.join(gone)}")
         outs = ", ".join(em.arg(o) for o in self.outputs)
-        body.append(f"return ({outs},)" if self.multi else f"return {outs}")
+        if self.multi:  # a region whose ops only write its inputs (an optimizer's copy_) returns ()
+            body.append(f"return ({outs},)" if outs else "return ()")
+        else:
+            body.append(f"return {outs}")
         return compile_function(em, "region", ", ".join(params), body, "nvFuser region")
 
     def __call__(self, *args):
