@@ -197,6 +197,7 @@ class _gpu_lock:
             self.f = open(path, "a+")
             fcntl.flock(self.f, fcntl.LOCK_EX)
             self.stopped = _signal_others(signal.SIGSTOP)
+            self.stopped_at = time.monotonic()
         return self
 
     def __exit__(self, *exc):
@@ -204,8 +205,35 @@ class _gpu_lock:
             import fcntl
 
             _signal_groups(self.stopped, signal.SIGCONT)
+            _log_pause(self.stopped_at, time.monotonic(), self.stopped)
             fcntl.flock(self.f, fcntl.LOCK_UN)
             self.f.close()
+
+
+_PAUSES = ".pauses"  # in the BENCH_PIDS folder: one line per timed phase, "start end pgid pgid ..."
+
+
+def _log_pause(start: float, end: float, pgids) -> None:
+    folder = os.environ.get("BENCH_PIDS")
+    if folder and pgids:
+        with open(os.path.join(folder, _PAUSES), "a") as f:
+            f.write(f"{start} {end} {' '.join(map(str, pgids))}\n")
+
+
+def paused_seconds(start: float, end: float) -> float:
+    """How long this run was stopped by other runs' timed phases between two ``time.monotonic()`` readings
+    (CLOCK_MONOTONIC is one clock for every process of the machine): first-iteration times exclude it."""
+    folder = os.environ.get("BENCH_PIDS")
+    path = os.path.join(folder, _PAUSES) if folder else None
+    if not path or not os.path.exists(path):
+        return 0.0
+    own, total = os.getpgid(0), 0.0
+    with open(path) as f:
+        for line in f:
+            a, b, *groups = line.split()
+            if str(own) in groups:
+                total += max(0.0, min(end, float(b)) - max(start, float(a)))
+    return total
 
 
 def _signal_groups(pgids, sig) -> list:
@@ -440,10 +468,12 @@ def run_one(cfg: dict) -> dict:
         raise ValueError(bench)
 
     dev.sync()
-    t0 = time.perf_counter()
+    t0, m0 = time.perf_counter(), time.monotonic()
     got = first_step()
     dev.sync()
-    res["first_iter_s"] = time.perf_counter() - t0
+    paused = paused_seconds(m0, time.monotonic())  # stopped while another run timed its steps (--jobs)
+    res["first_iter_s"] = time.perf_counter() - t0 - paused
+    res["paused_s"] = round(paused, 3)
     _check(res, got, eager_first())
     del got
     reserved0 = torch.cuda.memory_reserved() if dev.kind == "cuda" else None

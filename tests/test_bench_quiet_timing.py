@@ -77,3 +77,19 @@ def test_parent_does_not_resume_during_a_live_timed_phase(other_run):
         time.sleep(0.2)
         assert state(leader) == "T"
     assert wait_state(leader, {"R"}) == "R"
+
+
+def test_first_iteration_excludes_the_time_other_runs_kept_it_stopped(tmp_path, monkeypatch):
+    """A run stopped during its first iteration (another run's timed phase) does not count the pause:
+    the holder logs each stop interval with the groups it stopped, and the stopped run subtracts the
+    overlap with its own interval."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("BENCH_PIDS", str(pids))
+    own = os.getpgid(0)
+    bench._log_pause(10.0, 14.0, [own, 99999])  # stopped us for 4 s
+    bench._log_pause(20.0, 23.0, [99999])  # another run only
+    bench._log_pause(30.0, 31.0, [own])  # after our interval
+    assert bench.paused_seconds(12.0, 25.0) == 2.0  # 12..14 of the first pause
+    assert bench.paused_seconds(5.0, 40.0) == 5.0
+    assert bench.paused_seconds(15.0, 29.0) == 0.0
