@@ -207,3 +207,18 @@ def test_multi_process_report_is_built_from_the_workers_view_model(tmp_path):
     saved = trace_lab.load_report(report.save_json(tmp_path / "d.json"))
     assert type(saved) is DistributedReport and saved.ranks == report.ranks
     assert "<svg" in _views(saved)["summary"] and _views(saved) == _views(report)  # timeline plots included
+
+
+def test_two_saved_reports_are_compared_from_their_files(fwd_bwd, two_programs, tmp_path):
+    """A saved report reloads into the Compare table exactly as the live one: two runs compared from disk."""
+    from trace_lab.report.table import best_rows, report_row
+
+    live = [fwd_bwd, two_programs]
+    loaded = [trace_lab.load_report(r.save_json(tmp_path / f"r{i}.json")) for i, r in enumerate(live)]
+    rows_live = [report_row(r, f"run {i}") for i, r in enumerate(live)]
+    rows_loaded = [report_row(r, f"run {i}") for i, r in enumerate(loaded)]
+    assert rows_loaded == rows_live
+    assert best_rows(rows_loaded) == best_rows(rows_live)
+    # the rows carry the runs' own options and figures
+    assert rows_loaded[0]["fusion"] == "horizontal" and rows_loaded[1]["fusion"] == "dataflow"
+    assert all(r["peak_predicted"] and r["kernels"] for r in rows_loaded)
