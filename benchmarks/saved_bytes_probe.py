@@ -29,14 +29,14 @@ f = torch.compile(m, backend=aot_autograd(fw_compiler=fw_rec, bw_compiler=bw_rec
 f(x).sum().backward()
 tc = saved["fw_out"]
 n_params = len(list(m.parameters()))
-print("inductor-decomp partition: fw outputs", len(tc), "bytes of non-param outputs", sum(b for _, _, _, b in tc[1:]))
+print("inductor-decomp partition: fw outputs", len(tc), "bytes of saved outputs (parameters included)", sum(b for _, _, _, b in tc[1:]))
 m2, x2 = make()
 jfn = trace_lab.jit(m2, fusion="none", executor="eager")
 jfn(x2).sum().backward()
 tr = trace_lab.last_traces(jfn)[0]
 out = tr.output_node.args[0]
 ours = [(n.name, tuple(n.meta["val"].shape), n.meta["val"].dtype, n.meta["val"].numel()*n.meta["val"].element_size()) if isinstance(n, torch.fx.Node) and isinstance(n.meta.get("val"), torch.Tensor) else (None,None,None,0) for n in out]
-print("trace_lab partition: fw outputs", len(ours), "bytes", sum(b for *_, b in ours[1:]))
+print("trace_lab partition: fw outputs", len(ours), "bytes of saved outputs (parameters included)", sum(b for *_, b in ours[1:]))
 # params are saved too in both (inputs): compare only non-placeholder outputs
 ph = {n.name for n in tr.gm.graph.nodes if n.op == "placeholder"}
 print("ours non-input saved bytes", sum(b for name, _, _, b in ours[1:] if name not in ph))
