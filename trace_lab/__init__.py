@@ -33,6 +33,14 @@ def inspect(fn, *args, loss=None, progress=None, kwargs=None, **options):
     return _inspect(fn, *args, loss=loss, progress=progress, kwargs=kwargs, **options)
 
 
+def predict(fn, *args, **kwargs):
+    """Predicted peak memory per fusion strategy, computed on the meta device without allocating
+    (:func:`trace_lab.run.predict.predict`)."""
+    from .run.predict import predict as _predict
+
+    return _predict(fn, *args, **kwargs)
+
+
 def load_report(path):
     """A Report saved with ``report.save_json(path)``: renders the same text and HTML as when it was saved."""
     from .report.load import load_report as _load_report
@@ -46,5 +54,5 @@ def load_ipython_extension(ipython):  # pragma: no cover - exercised by the note
     _load(ipython)
 
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "load_report", "Trace", "Options", "JitFunction",
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "load_report", "Trace", "Options", "JitFunction",
            "TraceLabError", "FUSION_STRATEGIES"]

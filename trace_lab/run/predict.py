@@ -1,0 +1,147 @@
+"""Will it fit? Predicted peak memory of each program without allocating a byte (issue 17 item 8).
+
+``trace_lab.predict(fn, *args)`` runs the same capture, passes and liveness model as
+``trace_lab.jit`` on the **meta** device: every tensor argument, and a module's
+parameters and buffers, are replaced by meta tensors of the same shape, dtype, strides
+and ``requires_grad`` (a module is called through ``torch.func.functional_call``, so the
+user's module and its weights are left as they are; a module built under
+``torch.device("meta")`` works directly). The compiled program then runs on meta tensors,
+which only propagate shapes, and the backward runs too when an output requires grad.
+What comes back is the liveness model's figures per program part and per fusion
+strategy: the peak above the program's inputs (the figure the Report calls "peak") and
+the high-water mark with the inputs counted.
+
+``device`` picks the allocator modelled: ``"cuda"`` rounds each allocation as the CUDA
+caching allocator does (512 B), ``"cpu"`` counts exact bytes. Regions are modelled as
+compiled code runs them (inner values never touch memory) unless ``executor="eager"``
+(op by op). Limits, said in the result's notes: ops with internal scratch memory
+(convolutions, FFTs, sorts) and compiled regions' workspace are measured on a real
+device, so on meta they count as zero (the Trace marks them as lower bounds); kernels
+chosen per device (attention) are the meta device's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..analysis.liveness import compute_liveness
+from ..analysis.storage import CUDA_ROUNDING
+from ..capture.session import program_parts
+from ..errors import TraceLabError
+from ..options import FUSION_STRATEGIES
+
+__all__ = ["predict", "Prediction", "PartPeak"]
+
+
+@dataclass(frozen=True)
+class PartPeak:
+    """One program part's predicted memory under one strategy (bytes)."""
+
+    strategy: str
+    program: int
+    kind: str
+    peak_above_inputs: int
+    high_water: int
+    inputs: int
+
+
+@dataclass
+class Prediction:
+    """Predicted peaks per strategy and program part; ``str()`` is a table."""
+
+    device: str
+    parts: list[PartPeak] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def peak(self, strategy: str, kind: str = "forward", program: int = 0) -> int:
+        """Peak above inputs of one part (bytes)."""
+        for p in self.parts:
+            if p.strategy == strategy and p.kind == kind and p.program == program:
+                return p.peak_above_inputs
+        raise KeyError(f"no {kind} program {program} predicted for strategy {strategy!r}")
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "parts": [vars(p) for p in self.parts], "notes": list(self.notes)}
+
+    def __str__(self) -> str:
+        from ..ir.printer import format_bytes
+
+        head = ("strategy", "program", "peak above inputs", "high-water incl. inputs")
+        rows = [head] + [(p.strategy, f"{p.kind} #{p.program}", format_bytes(p.peak_above_inputs),
+                          format_bytes(p.high_water)) for p in self.parts]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines = [f"predicted on the meta device, {self.device} allocator modelled"]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+
+
+def _meta(x):
+    if isinstance(x, torch.Tensor):
+        t = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
+        return t.requires_grad_(x.requires_grad) if x.is_floating_point() or x.is_complex() else t
+    if isinstance(x, (list, tuple)):
+        return type(x)(_meta(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _meta(v) for k, v in x.items()}
+    return x
+
+
+def _on_meta(fn):
+    """``fn`` with a module's parameters and buffers as meta tensors (the module itself untouched)."""
+    if not isinstance(fn, torch.nn.Module):
+        return fn
+    state = {name: _meta(t) for name, t in list(fn.named_parameters()) + list(fn.named_buffers())}
+    if all(t.device.type == "meta" for t in list(fn.parameters()) + list(fn.buffers())):
+        return fn
+
+    def call(*args, **kwargs):
+        return torch.func.functional_call(fn, state, args, kwargs)
+
+    call.__name__ = type(fn).__name__
+    return call
+
+
+def _loss(out):
+    from .inspection import default_loss
+
+    return default_loss(out)
+
+
+def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "inductor", loss=None,
+            kwargs: dict | None = None) -> Prediction:
+    """Predicted peak memory of ``fn(*args)`` (forward, and backward when an output requires grad) for each
+    fusion strategy (default: every strategy but ``auto``), computed on the meta device.
+
+    ``args`` may be real tensors (only their shapes, dtypes and strides are read) or meta tensors;
+    ``device`` is the allocator modelled (``"cuda"`` or ``"cpu"``); ``executor``: ``"eager"`` runs regions
+    op by op (their values materialise), anything else models compiled regions. ``loss(out)`` gives the
+    scalar the backward starts from (default: the sum of the floating outputs that require grad)."""
+    if device not in ("cuda", "cpu"):
+        raise TraceLabError(f"predict(device={device!r}): the allocator modelled is 'cuda' or 'cpu'")
+    chosen = list(strategies) if strategies is not None else [s for s in FUSION_STRATEGIES if s != "auto"]
+    unknown = [s for s in chosen if s not in FUSION_STRATEGIES or s == "auto"]
+    if unknown:
+        raise TraceLabError(f"predict: unknown strategies {unknown}; choose from "
+                            f"{', '.join(s for s in FUSION_STRATEGIES if s != 'auto')}")
+    import trace_lab
+
+    rounding = CUDA_ROUNDING if device == "cuda" else 1
+    materialized = executor == "eager"
+    meta_args, meta_kwargs = _meta(list(args)), _meta(dict(kwargs or {}))
+    result = Prediction(device=device, notes=[
+        "op scratch (convolutions, FFTs, sorts) and compiled regions' workspace are measured on a real device: "
+        "on meta they count as zero, so a program using them is a lower bound",
+        "attention runs as the meta device's math path: where a device picks a flash or memory-efficient "
+        "attention kernel, its program and peak differ"])
+    for strategy in chosen:
+        jfn = trace_lab.jit(_on_meta(fn), fusion=strategy, executor="eager")
+        out = jfn(*meta_args, **meta_kwargs)
+        scalar = (loss or _loss)(out)
+        if scalar is not None and scalar.requires_grad:
+            scalar.backward()
+        for _, program, part in program_parts(jfn):
+            live = compute_liveness(part.traces[-1], materialized_regions=materialized, rounding=rounding)
+            result.parts.append(PartPeak(strategy, program.index, part.kind, live.peak_above_inputs_bytes,
+                                         live.peak_bytes, live.entry_bytes))
+    return result
