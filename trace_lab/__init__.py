@@ -41,6 +41,19 @@ def predict(fn, *args, **kwargs):
     return _predict(fn, *args, **kwargs)
 
 
+def saved_for_backward(jfn):
+    """The tensors the forward that ran last keeps for its backward: name, shape, dtype, bytes, op, source
+    line, who holds it, whether it is cheap to recompute (:mod:`trace_lab.analysis.saved`); ``str()`` is a
+    table. Call it after a forward and backward of ``jfn``."""
+    from .analysis.saved import saved_for_backward as _saved
+
+    forward, backward = last_traces(jfn), last_backward_traces(jfn)
+    if not forward or not backward:
+        raise TraceLabError("saved_for_backward: run a forward and its backward through the jitted function first "
+                            "(nothing is saved for a backward that has not been compiled)")
+    return _saved(forward[-1], backward[-1])
+
+
 def load_report(path):
     """A Report saved with ``report.save_json(path)``: renders the same text and HTML as when it was saved."""
     from .report.load import load_report as _load_report
@@ -54,5 +67,5 @@ def load_ipython_extension(ipython):  # pragma: no cover - exercised by the note
     _load(ipython)
 
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "load_report", "Trace", "Options", "JitFunction",
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "load_report", "Trace", "Options", "JitFunction",
            "TraceLabError", "FUSION_STRATEGIES"]
