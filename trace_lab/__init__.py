@@ -54,6 +54,24 @@ def saved_for_backward(jfn):
     return _saved(forward[-1], backward[-1])
 
 
+def diff(a, b, kind: str = "forward"):
+    """What changed between two stages of one program (two Traces, e.g. ``last_traces(jfn)[0]`` and
+    ``[-1]``), or between the last ``kind`` program of two jitted functions (the same program compiled
+    with other options): ops fused, unfused, moved, added, removed, the live-memory change per op and why
+    the peak moved (:mod:`trace_lab.analysis.diff`); ``str()`` reads as a summary."""
+    from .analysis.diff import diff_traces
+
+    def stage(x):
+        if isinstance(x, Trace):
+            return x
+        traces = last_backward_traces(x) if kind == "backward" else last_traces(x)
+        if not traces:
+            raise TraceLabError(f"diff: {x!r} has no {kind} program yet: call it first")
+        return traces[-1]
+
+    return diff_traces(stage(a), stage(b))
+
+
 def load_report(path):
     """A Report saved with ``report.save_json(path)``: renders the same text and HTML as when it was saved."""
     from .report.load import load_report as _load_report
@@ -67,5 +85,5 @@ def load_ipython_extension(ipython):  # pragma: no cover - exercised by the note
     _load(ipython)
 
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "load_report", "Trace", "Options", "JitFunction",
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "load_report", "Trace", "Options", "JitFunction",
            "TraceLabError", "FUSION_STRATEGIES"]
