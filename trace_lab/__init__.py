@@ -72,6 +72,14 @@ def diff(a, b, kind: str = "forward"):
     return diff_traces(stage(a), stage(b))
 
 
+def export_repro(trace_or_jfn, path, region=None, executor="inductor", kind="forward"):
+    """A standalone Python file that runs one program (or one fused region, ``region="fusion0"``) eagerly
+    and through ``executor`` and compares them (:mod:`trace_lab.run.repro`)."""
+    from .run.repro import export_repro as _export
+
+    return _export(trace_or_jfn, path, region=region, executor=executor, kind=kind)
+
+
 def load_report(path):
     """A Report saved with ``report.save_json(path)``: renders the same text and HTML as when it was saved."""
     from .report.load import load_report as _load_report
@@ -85,5 +93,5 @@ def load_ipython_extension(ipython):  # pragma: no cover - exercised by the note
     _load(ipython)
 
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "load_report", "Trace", "Options", "JitFunction",
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "load_report", "Trace", "Options", "JitFunction",
            "TraceLabError", "FUSION_STRATEGIES"]
