@@ -80,6 +80,21 @@ def export_repro(trace_or_jfn, path, region=None, executor="inductor", kind="for
     return _export(trace_or_jfn, path, region=region, executor=executor, kind=kind)
 
 
+def region_ends(trace_or_jfn, kind: str = "forward") -> str:
+    """Why each fused region of a final stage ends, at each boundary: the executor cannot fuse the
+    neighbour, a cycle would form, the horizontal cap, the memory strategy's predicted rise, a collective
+    (:mod:`trace_lab.passes.region_ends`). Data: ``trace.info["region_ends"]``."""
+    from .passes.region_ends import format_region_ends
+
+    trace = trace_or_jfn
+    if not isinstance(trace, Trace):
+        traces = last_backward_traces(trace_or_jfn) if kind == "backward" else last_traces(trace_or_jfn)
+        trace = traces[-1] if traces else None
+    if trace is None:
+        raise TraceLabError(f"region_ends: no {kind} program has run yet: call the jitted function first")
+    return format_region_ends(trace.info.get("region_ends", {}))
+
+
 def load_report(path):
     """A Report saved with ``report.save_json(path)``: renders the same text and HTML as when it was saved."""
     from .report.load import load_report as _load_report
@@ -93,5 +108,5 @@ def load_ipython_extension(ipython):  # pragma: no cover - exercised by the note
     _load(ipython)
 
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "load_report", "Trace", "Options", "JitFunction",
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "region_ends", "load_report", "Trace", "Options", "JitFunction",
            "TraceLabError", "FUSION_STRATEGIES"]

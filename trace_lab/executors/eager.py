@@ -18,7 +18,7 @@ import torch.fx as fx
 
 from ..runtime import generate, interpret, set_wait_hook
 from ..ir.trace import Trace
-from .inductor_ops import inductor_can_fuse
+from .inductor_ops import inductor_can_fuse, inductor_fuse_reason
 from .interface import CompiledProgram, Executor, register
 
 __all__ = ["EagerExecutor", "interpret", "set_wait_hook"]
@@ -33,6 +33,9 @@ class EagerExecutor(Executor):
         # fusing compiler would (Inductor's table: pointwise, reductions, views; no matmuls),
         # so the fusion strategies show the same structure they have on a real executor.
         return inductor_can_fuse(node)
+
+    def fuse_reason(self, node: fx.Node) -> str | None:
+        return inductor_fuse_reason(node)
 
     def compile(self, trace: Trace) -> CompiledProgram:
         started = time.perf_counter()

@@ -45,7 +45,7 @@ from ..analysis.storage import CUDA_ROUNDING
 from ..errors import TraceLabError
 from ..ir.trace import Trace, is_getitem, tensor_values
 from .interface import CompiledProgram, Executor, register
-from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_fuse  # noqa: F401 - the table, re-exported
+from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_fuse, inductor_fuse_reason  # noqa: F401 - the table, re-exported
 from ..runtime import generate
 from .fusion_cache import FusionCache, region_signature, signature_hash
 from .workspace import example_tensor as _example
@@ -169,6 +169,9 @@ class InductorExecutor(Executor):
 
     def can_fuse(self, node: fx.Node) -> bool:
         return inductor_can_fuse(node)
+
+    def fuse_reason(self, node: fx.Node) -> str | None:
+        return inductor_fuse_reason(node)
 
     def compile(self, trace: Trace) -> CompiledProgram:
         started = time.perf_counter()

@@ -12,7 +12,7 @@ import torch.fx as fx
 
 from ..ir.fx_util import is_getitem, tensor_values
 
-__all__ = ["inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "FUSIBLE_TAGS"]
+__all__ = ["inductor_can_fuse", "inductor_fuse_reason", "FUSIBLE", "NOT_FUSED", "FUSIBLE_TAGS"]
 
 aten = torch.ops.aten
 
@@ -64,3 +64,26 @@ def inductor_can_fuse(node: fx.Node) -> bool:
     if "sdpa" in packet.__name__ or "scaled_dot_product" in packet.__name__:
         return False
     return packet in _FUSIBLE_PACKETS or any(t in target.tags for t in FUSIBLE_TAGS)
+
+
+def inductor_fuse_reason(node: fx.Node) -> str | None:
+    """None when ``node`` may join a region under Inductor's table, else why not (one line, the table's words)."""
+    if inductor_can_fuse(node):
+        return None
+    name = str(getattr(node.target, "__name__", node.target))
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return f"{name} is not an aten op"
+    target = node.target
+    for why, ops in NOT_FUSED.items():
+        if target.overloadpacket in ops:
+            return f"{name}: {why}"
+    if "sdpa" in target.overloadpacket.__name__ or "scaled_dot_product" in target.overloadpacket.__name__:
+        return f"{name}: attention (a library kernel)"
+    if target._schema.is_mutable:
+        return f"{name} mutates its input"
+    if torch.Tag.nondeterministic_seeded in target.tags:
+        return f"{name} draws random numbers (kept out so the stream matches eager)"
+    vals = tensor_values(node.meta.get("val"))
+    if not vals or any(v is None for v in vals):
+        return f"{name} does not return only tensors"
+    return f"{name} is neither pointwise, a reduction nor in the fusible table"

@@ -53,6 +53,10 @@ class Executor:
     def can_fuse(self, node: fx.Node) -> bool:  # pragma: no cover - interface
         return False
 
+    def fuse_reason(self, node: fx.Node) -> str | None:
+        """None when ``node`` may join a fused region, else why not (one line; executors say more)."""
+        return None if self.can_fuse(node) else f"{getattr(node.target, '__name__', node.target)} is not fused by this executor"
+
     def compile(self, trace) -> CompiledProgram:  # pragma: no cover - interface
         raise NotImplementedError
 

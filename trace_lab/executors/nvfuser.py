@@ -147,6 +147,9 @@ class NvFuserExecutor(Executor):
     def can_fuse(self, node: fx.Node) -> bool:
         return self.fusible_reason(node) is None
 
+    def fuse_reason(self, node: fx.Node) -> str | None:
+        return self.fusible_reason(node)
+
     # -- definitions -------------------------------------------------------------------------
     def _definition(self, seg: Segment, strides: list | None = None) -> tuple[_Definition, bool]:
         """(definition, cache hit) for a segment; builds and compiles on a miss."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 from ..options import FUSION_STRATEGIES
 from . import register_pass
 from .partition import (OpGraph, dataflow_groups, horizontal_order, singleton_units, topological_order)
+from .region_ends import region_ends
 from .regions import build_trace
 from .schedule import MemoryModel, merge_pass, min_peak_order
 
@@ -70,5 +71,39 @@ def fusion_pass(trace, ctx):
             return node.name not in keep_unfused and _can_fuse(node)
     units = plan_units(trace, strategy, can_fuse, materialized, ctx.options.max_region_ops)
     new = build_trace(trace, units, f"fusion ({strategy})", info={"fusion": strategy})
+    fuse_reason = getattr(ctx.executor, "fuse_reason", None) or (lambda n: None)
+    if keep_unfused:
+        def fuse_reason(node, _reason=fuse_reason):
+            return "kept unfused by the memory guard" if node.name in keep_unfused else _reason(node)
+    ends = region_ends(trace, units, strategy, can_fuse, fuse_reason, materialized, ctx.options.max_region_ops)
+    new.info["region_ends"] = _by_region_name(new, units, ends)
     new.info["predicted_peak_above_inputs_bytes"] = new.liveness(materialized).peak_above_inputs_bytes
     return new
+
+
+def _by_region_name(new, units, ends) -> dict[str, list[dict]]:
+    """The reasons keyed by the name each fused unit's region got in the new stage (matched by the
+    fx names of its ops, which the region's inner graph keeps), each neighbour named as the new
+    stage prints it."""
+    unit_by_ops = {frozenset(n.name for n in u.nodes): k for k, u in enumerate(units) if u.fused}
+    top = {n.name: new.name(n) for n in new.ops}
+    inside, named, order = {}, {}, []
+    for node in new.ops:
+        if node.op == "call_module":
+            ops = [m.name for m in new.gm.get_submodule(node.target).graph.nodes
+                   if m.op in ("call_function", "call_module") and not _is_getitem(m)]
+            for name in ops:
+                inside[name] = new.name(node)
+            order.append((new.name(node), frozenset(ops)))
+    for region, ops in order:
+        k = unit_by_ops.get(ops)
+        if k is not None:
+            named[region] = [dict(e, name=top.get(e["node"]) or f"{e['node']} in {inside.get(e['node'], '?')}")
+                             for e in ends[k]]
+    return named
+
+
+def _is_getitem(n) -> bool:
+    from ..ir.fx_util import is_getitem
+
+    return is_getitem(n)
