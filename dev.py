@@ -7,7 +7,11 @@
 
 Set-up: a virtual environment in .venv with torch (``TRACE_LAB_TORCH``, default
 ``torch==2.13.0``) and trace_lab installed editable with its lab and test extras.
-It is redone only when pyproject.toml changes.
+It is redone only when pyproject.toml changes. On a machine with an NVIDIA GPU it
+also looks for the nvFuser wheel built for that torch and CUDA
+(``nvfuser-cu<CUDA>-torch<MAJOR><MINOR>``), installs it, checks it by running one
+fusion, and says in one line what it chose (``TRACE_LAB_NVFUSER=0`` skips this);
+without a GPU nothing changes.
 """
 from __future__ import annotations
 
@@ -53,6 +57,68 @@ def ensure_env() -> None:
     STAMP.write_text(wanted)
 
 
+NVFUSER_STAMP = VENV / ".trace_lab-nvfuser"
+# one fusion through nvFuser's direct bindings, checked against torch (prints OK or raises)
+NVFUSER_CHECK = """
+import torch
+from nvfuser_direct import FusionDefinition, DataType
+with FusionDefinition() as fd:
+    a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+    b = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.Float)
+    fd.add_output(fd.ops.mul(fd.ops.add(a, b), a))
+x, y = torch.randn(1024, device="cuda"), torch.randn(1024, device="cuda")
+(out,) = fd.execute([x, y])
+torch.testing.assert_close(out, (x + y) * x)
+print("OK")
+"""
+
+
+def has_nvidia_gpu() -> bool:
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return r.returncode == 0 and "GPU" in r.stdout
+
+
+def nvfuser_wheel_for(torch_version: str, cuda: str | None) -> str | None:
+    """The nvFuser wheel's name for a torch build ('2.10.0+cu130', '13.0') -> 'nvfuser-cu130-torch210'."""
+    if not cuda:
+        return None
+    major, minor = torch_version.split("+")[0].split(".")[:2]
+    return f"nvfuser-cu{cuda.replace('.', '')}-torch{major}{minor}"
+
+
+def ensure_nvfuser() -> str | None:
+    """On an NVIDIA GPU machine: install and check the nvFuser wheel matching the venv's torch, once;
+    returns the one line said (None when there is no GPU or it was done before)."""
+    if os.environ.get("TRACE_LAB_NVFUSER") == "0" or NVFUSER_STAMP.exists() or not has_nvidia_gpu():
+        return None
+    info = subprocess.run([str(PY), "-c", "import torch; print(torch.__version__); print(torch.version.cuda or '')"],
+                          capture_output=True, text=True)
+    torch_version, cuda = (info.stdout.split("\n") + ["", ""])[:2]
+    wheel = nvfuser_wheel_for(torch_version.strip(), cuda.strip())
+    if wheel is None:
+        line = (f"nvFuser: torch {torch_version.strip()} is a CPU build; set TRACE_LAB_TORCH to a CUDA build of torch "
+                "to use the GPU (executor 'auto' uses Inductor until then)")
+    else:
+        got = subprocess.run([str(PY), "-m", "pip", "install", "-q", "--pre", "--disable-pip-version-check", wheel],
+                             capture_output=True, text=True)
+        if got.returncode != 0:
+            line = (f"nvFuser: no {wheel} on the package index (nvFuser wheels are built per torch release: README, "
+                    f"'Versions'); executor 'auto' uses Inductor")
+        else:
+            check = subprocess.run([str(PY), "-c", NVFUSER_CHECK], capture_output=True, text=True)
+            if check.returncode == 0 and check.stdout.strip().endswith("OK"):
+                line = f"nvFuser: {wheel} installed for torch {torch_version.strip()}, and a fusion ran; executor 'auto' uses it"
+            else:
+                why = (check.stderr.strip().splitlines() or ["no output"])[-1][:200]
+                line = f"nvFuser: {wheel} installed but a fusion did not run ({why}); executor 'auto' uses Inductor"
+    log(line)
+    NVFUSER_STAMP.write_text(line + "\n")
+    return line
+
+
 SYSTEM_PACKAGES = {"dot": "graphviz", "chromium": "chromium"}  # binary -> Debian package (graph + browser tests)
 
 
@@ -81,6 +147,7 @@ def run(cmd: list[str], **kw) -> int:
 
 def cmd_test(args: list[str]) -> int:
     ensure_env()
+    ensure_nvfuser()
     ensure_system_packages()
     rc = run([str(PY), "-m", "pytest", *args])
     if rc == 5:
@@ -91,6 +158,7 @@ def cmd_test(args: list[str]) -> int:
 
 def cmd_lab(args: list[str]) -> int:
     ensure_env()
+    ensure_nvfuser()
     if "--headless" in args:
         rest = [a for a in args if a != "--headless"]
         return run([str(PY), "-m", "trace_lab.cli", "report", "--out", "reports", *rest])
