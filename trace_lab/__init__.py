@@ -95,6 +95,14 @@ def region_ends(trace_or_jfn, kind: str = "forward") -> str:
     return format_region_ends(trace.info.get("region_ends", {}))
 
 
+def profile_lines(jfn, *args, loss=None, kwargs=None):
+    """Host (and on CUDA device) time of every trace line of one more call of ``jfn(*args)``, summed per
+    source line too; ``.export_chrome_trace(path)`` for Perfetto (:mod:`trace_lab.run.line_profile`)."""
+    from .run.line_profile import profile_lines as _profile
+
+    return _profile(jfn, *args, loss=loss, kwargs=kwargs)
+
+
 def load_report(path):
     """A Report saved with ``report.save_json(path)``: renders the same text and HTML as when it was saved."""
     from .report.load import load_report as _load_report
@@ -108,5 +116,5 @@ def load_ipython_extension(ipython):  # pragma: no cover - exercised by the note
     _load(ipython)
 
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "region_ends", "load_report", "Trace", "Options", "JitFunction",
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "region_ends", "profile_lines", "load_report", "Trace", "Options", "JitFunction",
            "TraceLabError", "FUSION_STRATEGIES"]

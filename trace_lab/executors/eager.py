@@ -41,4 +41,4 @@ class EagerExecutor(Executor):
         started = time.perf_counter()
         program = generate(trace, materialized_regions=True)
         return CompiledProgram(run=program.run, executor="eager", compile_seconds=time.perf_counter() - started,
-                               source=program.source)
+                               source=program.source, generated=program)

@@ -213,7 +213,7 @@ class InductorExecutor(Executor):
                          f"{hits} cache hits" + ("" if self.fusion_cache else " (fusion cache off, Inductor caches off)"))
             notes.extend(_workspace_notes(rows))
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
-                               source=program.source, regions=records, notes=notes)
+                               source=program.source, regions=records, notes=notes, generated=program)
 
 
 def _workspace_notes(records: list[RegionRecord]) -> list[str]:

@@ -34,6 +34,7 @@ class CompiledProgram:
     notes: list[str] = field(default_factory=list)
     source: str = ""  # the generated Python that runs the program (trace_lab.runtime.codegen)
     memory_guard: object = None  # fusion='memory': the re-plans after compiling (trace_lab.memory_guard.GuardResult)
+    generated: object = None  # the runtime.codegen.GeneratedProgram behind run (instrumented() for per-line time)
 
     def region_table(self) -> list[dict]:
         """One JSON-ready row per region, in program order (what a report lists)."""

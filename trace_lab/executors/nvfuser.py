@@ -219,7 +219,7 @@ class NvFuserExecutor(Executor):
                            materialized_regions=False)
         run = program.run
         compiled = CompiledProgram(run=run, executor="nvfuser", compile_seconds=time.perf_counter() - started,
-                                   source=program.source, regions=regions, notes=notes)
+                                   source=program.source, regions=regions, notes=notes, generated=program)
         compiled.definitions = definitions  # region name -> [FusionDefinition]; see region_definitions()
         return compiled
 

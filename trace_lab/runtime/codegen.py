@@ -53,11 +53,32 @@ _counter = [0]
 
 @dataclass
 class GeneratedProgram:
-    """A trace compiled to Python: ``run(args)`` (boxed) and the source it runs."""
+    """A trace compiled to Python: ``run(args)`` (boxed) and the source it runs.
+
+    ``instrumented()`` builds (once, on request) the same program with every line inside a
+    ``torch.profiler.record_function`` range named by :func:`line_label`, for per-line time
+    (:mod:`trace_lab.run.line_profile`); the fast ``run`` never pays for it."""
 
     run: object
     source: str
     function_name: str
+    build_instrumented: object = None
+
+    def instrumented(self):
+        if self.build_instrumented is None:
+            return self.run
+        cached = self.__dict__.get("_instrumented")
+        if cached is None:
+            cached = self.__dict__["_instrumented"] = self.build_instrumented()
+        return cached
+
+
+def line_label(trace: Trace, index: int, node: fx.Node) -> str:
+    """The name of line ``index`` of ``trace`` in a profile: '<kind> L<index> <value> = <op>'."""
+    from ..ir.printer import target_name
+
+    what = str(node.target) if node.op == "call_module" else target_name(node.target)
+    return f"{trace.kind} L{index} {trace.name(node)} = {what}"
 
 
 def _fma(a, b, c):
@@ -150,12 +171,16 @@ def _attr(gm, target: str):
 
 
 def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
-          materialized_regions: bool) -> list[str]:
-    """The op lines (with their ``del`` lines) of one function body."""
+          materialized_regions: bool, instrument: bool = False) -> list[str]:
+    """The op lines (with their ``del`` lines) of one function body; ``instrument``: each line (and its
+    ``del``) inside a ``record_function`` range named by :func:`line_label`."""
     live = trace.liveness(materialized_regions=materialized_regions)
     dead = {ln.node: ln.dead_nodes for ln in live.lines}
     lines: list[str] = []
-    for n in trace.ops:
+    if instrument:
+        em.globals["_g_range"] = torch.profiler.record_function
+    for index, n in enumerate(trace.ops):
+        start = len(lines)
         if n.op == "call_module":
             fn = region_runner(n) if region_runner is not None else generate_region(trace, n)
             callee = em.bind(fn, "r")
@@ -183,6 +208,9 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
         gone = [em.local(d) for d in dead.get(n, []) if d.op != "get_attr"]
         if gone:
             lines.append(f"del {', '.join(gone)}")
+        if instrument:
+            label = em.bind(line_label(trace, index, n), "l")
+            lines[start:] = [f"with _g_range({label}):"] + [f"    {ln}" for ln in lines[start:]]
     return lines
 
 
@@ -206,7 +234,7 @@ def compile_function(em: Emitter, fn_name: str, params: str, body: list[str], wh
 
 
 def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
-             materialized_regions: bool = True) -> GeneratedProgram:
+             materialized_regions: bool = True, instrument: bool = False) -> GeneratedProgram:
     """Compile ``trace`` to ``run(args) -> tuple`` (boxed: a list of inputs).
 
     ``region_runner(node) -> callable(*inputs)`` gives each fused region's callable (a
@@ -228,14 +256,21 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
         em.globals["_g_hook"] = current_hook
         em.globals["_g_trace"] = trace
         body += ["_h = _g_hook()", "if _h is not None:", "    _h.enter(_g_trace)"]
-    body += _body(em, trace, region_runner, views_as_reshape, materialized_regions)
+    body += _body(em, trace, region_runner, views_as_reshape, materialized_regions, instrument)
     out = _output(em, trace)
     if waits:
         body += ["if _h is not None:", "    _h.exit(_g_trace)"]
     body.append(f"return {out}")
     fn_name = trace.kind_function_name
-    fn, src = compile_function(em, fn_name, "args", body, f"{trace.kind} '{trace.stage}'")
-    return GeneratedProgram(fn, src, fn_name)
+    fn, src = compile_function(em, fn_name, "args", body, f"{trace.kind} '{trace.stage}'"
+                               + (" (instrumented)" if instrument else ""))
+    if instrument:
+        return GeneratedProgram(fn, src, fn_name)
+
+    def build_instrumented():
+        return generate(trace, region_runner, views_as_reshape, materialized_regions, instrument=True).run
+
+    return GeneratedProgram(fn, src, fn_name, build_instrumented)
 
 
 def generate_region(trace: Trace, node: fx.Node):

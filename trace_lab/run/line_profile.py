@@ -1,0 +1,131 @@
+"""Measured time per trace line and region (issue 17 item 1, data and export).
+
+``trace_lab.profile_lines(jfn, *args)`` runs one more call of a jitted function (and
+its backward when an output requires grad) under ``torch.profiler``, with every
+compiled program swapped for its instrumented twin (:meth:`GeneratedProgram.instrumented`:
+the same generated code with each line inside a ``record_function`` range named
+``'<kind> L<index> <value> = <op>'``). Per line it reads the host time of the range (the
+Python and dispatch time of launching the line's op or region) and, on CUDA, the device
+time of the kernels launched inside it; per source line of the user's code it sums them.
+The programs' fast ``run`` is put back afterwards. A function compiled with
+``cuda_graphs=True`` is refused (a replayed graph has no lines).
+
+``LineProfile.export_chrome_trace(path)`` writes the profiler's Chrome/Perfetto trace,
+whose host lane carries the line ranges and whose device lane the kernels.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from ..capture.session import program_parts
+from ..errors import TraceLabError
+from ..runtime.codegen import line_label
+
+__all__ = ["profile_lines", "LineProfile", "LineTime"]
+
+
+@dataclass(frozen=True)
+class LineTime:
+    program: int
+    kind: str
+    index: int
+    label: str
+    source: str | None
+    host_us: float
+    device_us: float
+
+
+@dataclass
+class LineProfile:
+    lines: list[LineTime] = field(default_factory=list)
+    device: str = "cpu"
+    _profiler: object = None
+
+    def by_source(self) -> list[tuple[str, float, float]]:
+        """(source line, host us, device us) summed over the trace lines it produced, largest host first."""
+        sums: dict[str, list[float]] = {}
+        for ln in self.lines:
+            s = sums.setdefault(ln.source or "(no source line)", [0.0, 0.0])
+            s[0] += ln.host_us
+            s[1] += ln.device_us
+        return sorted(((k, h, d) for k, (h, d) in sums.items()), key=lambda r: -r[1])
+
+    def export_chrome_trace(self, path) -> str:
+        self._profiler.export_chrome_trace(str(path))
+        return str(path)
+
+    def to_dict(self) -> dict:
+        return {"device": self.device, "lines": [asdict(ln) for ln in self.lines]}
+
+    def __str__(self) -> str:
+        rows = sorted(self.lines, key=lambda ln: -(ln.device_us or ln.host_us))[:20]
+        out = [f"time per trace line ({self.device}; host = launching it, device = its kernels), largest first:"]
+        out += [f"  {ln.host_us:9.1f} us host  {ln.device_us:9.1f} us device  #{ln.program} {ln.label}" for ln in rows]
+        out.append("per source line:")
+        out += [f"  {h:9.1f} us host  {d:9.1f} us device  {src}" for src, h, d in self.by_source()[:10]]
+        return "\n".join(out)
+
+
+def _source(trace, node) -> str | None:
+    from ..ir.printer import source_line
+
+    if node.op == "call_module":
+        inner = [n for n in trace.gm.get_submodule(node.target).graph.nodes if n.op == "call_function"]
+        return next((s for s in map(source_line, inner) if s), None)
+    return source_line(node)
+
+
+def _call(jfn, args, kwargs, loss):
+    from .inspection import default_loss
+
+    out = jfn(*args, **kwargs)
+    scalar = (loss or default_loss)(out)
+    if scalar is not None and scalar.requires_grad:
+        scalar.backward()
+    return out
+
+
+def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None) -> LineProfile:
+    """Host (and device) time of every line of the programs one call of ``jfn(*args)`` runs; a first call
+    compiles them when none has yet (that call is not profiled)."""
+    kwargs = dict(kwargs or {})
+    if not jfn.programs:
+        _call(jfn, args, kwargs, loss)
+    parts = [part for _, _, part in program_parts(jfn)]
+    if not parts:
+        raise TraceLabError("profile_lines: the function ran no tensor program to profile")
+    swapped = []
+    for part in parts:
+        compiled = getattr(part, "compiled", None)
+        generated = getattr(compiled, "generated", None)
+        if getattr(compiled, "graphs", None) is not None:
+            raise TraceLabError("profile_lines: this function replays CUDA graphs (cuda_graphs=True), which have no "
+                                "lines; profile a trace_lab.jit of it with cuda_graphs=False")
+        if generated is not None:
+            swapped.append((compiled, compiled.run))
+            compiled.run = generated.instrumented()
+    cuda = any(part.traces[-1].device.type == "cuda" for part in parts)
+    activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+    try:
+        with torch.profiler.profile(activities=activities) as prof:
+            _call(jfn, args, kwargs, loss)
+            if cuda:
+                torch.cuda.synchronize()
+    finally:
+        for compiled, run in swapped:
+            compiled.run = run
+    events = {}
+    for e in prof.key_averages():
+        events[e.key] = (e.cpu_time_total, getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)))
+    result = LineProfile(device="cuda" if cuda else "cpu", _profiler=prof)
+    for _, program, part in program_parts(jfn):
+        trace = part.traces[-1]
+        for index, node in enumerate(trace.ops):
+            label = line_label(trace, index, node)
+            if label in events:
+                host, device = events[label]
+                result.lines.append(LineTime(program.index, trace.kind, index, label, _source(trace, node),
+                                             float(host), float(device)))
+    return result
