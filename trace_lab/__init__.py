@@ -103,6 +103,22 @@ def profile_lines(jfn, *args, loss=None, kwargs=None):
     return _profile(jfn, *args, loss=loss, kwargs=kwargs)
 
 
+def region_code(jfn, region: str, kind: str = "forward") -> str:
+    """The code the executor generated for one fused region of the last ``kind`` program (Inductor's output
+    code with its kernels, nvFuser's FusionDefinitions)."""
+    from .capture.session import program_parts
+
+    traces = last_backward_traces(jfn) if kind == "backward" else last_traces(jfn)
+    compiled = next((part.compiled for _, _, part in program_parts(jfn) if traces and part.traces[-1] is traces[-1]),
+                    None)
+    if compiled is None:
+        raise TraceLabError(f"region_code: no {kind} program has run yet: call the jitted function first")
+    try:
+        return compiled.code_of(region)
+    except KeyError as e:
+        raise TraceLabError(f"region_code: {e.args[0]} (executor {compiled.executor})") from None
+
+
 def load_report(path):
     """A Report saved with ``report.save_json(path)``: renders the same text and HTML as when it was saved."""
     from .report.load import load_report as _load_report
@@ -116,5 +132,5 @@ def load_ipython_extension(ipython):  # pragma: no cover - exercised by the note
     _load(ipython)
 
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "region_ends", "profile_lines", "load_report", "Trace", "Options", "JitFunction",
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "region_ends", "profile_lines", "region_code", "load_report", "Trace", "Options", "JitFunction",
            "TraceLabError", "FUSION_STRATEGIES"]

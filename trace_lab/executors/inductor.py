@@ -177,6 +177,7 @@ class InductorExecutor(Executor):
         started = time.perf_counter()
         compiled: dict[fx.Node, object] = {}
         records: dict[str, RegionRecord] = {}
+        codes: dict[str, object] = {}
         rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
         for node in trace.ops:
             if node.op != "call_module":
@@ -197,6 +198,7 @@ class InductorExecutor(Executor):
                     "executor='eager' runs the same program op by op; fusion='none' leaves every op unfused."
                 ) from e
             compiled[node] = fn
+            codes[str(node.target)] = _code_reader(fn)
             if fn not in self._measured:  # once per compiled region (a cache hit reuses the figure)
                 self._measured[fn] = measure_workspace(fn, input_vals, rounding)
             workspace, out_bytes, layout = self._measured[fn]
@@ -213,7 +215,17 @@ class InductorExecutor(Executor):
                          f"{hits} cache hits" + ("" if self.fusion_cache else " (fusion cache off, Inductor caches off)"))
             notes.extend(_workspace_notes(rows))
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
-                               source=program.source, regions=records, notes=notes, generated=program)
+                               source=program.source, regions=records, notes=notes, generated=program,
+                               region_code=codes)
+
+
+def _code_reader(fn):
+    """() -> Inductor's output code for a compiled region (the wrapper and its kernels' source)."""
+    def read():
+        graph = getattr(fn, "compiled_graph", None)
+        code = getattr(graph, "source_code", None)
+        return code if code else "(Inductor's output code is not kept for this region: it runs through AOTAutograd's wrapper)"
+    return read
 
 
 def _workspace_notes(records: list[RegionRecord]) -> list[str]:

@@ -35,6 +35,13 @@ class CompiledProgram:
     source: str = ""  # the generated Python that runs the program (trace_lab.runtime.codegen)
     memory_guard: object = None  # fusion='memory': the re-plans after compiling (trace_lab.memory_guard.GuardResult)
     generated: object = None  # the runtime.codegen.GeneratedProgram behind run (instrumented() for per-line time)
+    region_code: dict = field(default_factory=dict)  # region op id -> () -> the code its executor generated
+
+    def code_of(self, region: str) -> str:
+        """What the executor generated for one region (Inductor's output code, nvFuser's definitions)."""
+        if region not in self.region_code:
+            raise KeyError(f"no generated code for region {region!r}; regions with code: {', '.join(self.region_code) or 'none'}")
+        return self.region_code[region]()
 
     def region_table(self) -> list[dict]:
         """One JSON-ready row per region, in program order (what a report lists)."""

@@ -221,6 +221,7 @@ class NvFuserExecutor(Executor):
         compiled = CompiledProgram(run=run, executor="nvfuser", compile_seconds=time.perf_counter() - started,
                                    source=program.source, regions=regions, notes=notes, generated=program)
         compiled.definitions = definitions  # region name -> [FusionDefinition]; see region_definitions()
+        compiled.region_code = {name: (lambda fds=fds: "\n\n".join(repr(fd) for fd in fds)) for name, fds in definitions.items()}
         return compiled
 
     def _compile_region(self, trace: Trace, node: fx.Node, notes: list[str]):
