@@ -106,8 +106,9 @@ def test_whole_trace_is_reachable_from_the_page(big):
     # gaps say what they hide; the user is told how to see all of it
     assert "not shown here (lines" in trace_tab and f"show all {len(text):,} lines" in trace_tab
     assert "report.save_html(path)" in trace_tab and "print(report.traces(" in trace_tab
-    # a pass that changed nothing (sort_waits here: no collectives) is named as such
-    assert re.search(r"stage 1: sort_waits [^<]*same lines as stage 2", trace_tab)
+    # a pass that changed nothing is named as such; sort_waits (no collectives in one process) is not listed
+    assert re.search(r"stage 0: as captured [^<]*same lines as stage 2", trace_tab)
+    assert "stage 1: sort_waits" not in trace_tab and "not listed: sort_waits (no collectives to sort" in trace_tab
 
 
 def test_graph_content_is_packed_not_dropped(big):

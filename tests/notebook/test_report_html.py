@@ -68,17 +68,17 @@ def test_save_html_is_a_standalone_offline_page(evil_report, tmp_path):
 
 def test_compare_marks_the_best_value_per_column():
     base = {c: None for c in COLUMNS}
-    rows = [dict(base, run="a", compile_s=2.0, first_run_s=3.0, steady_ms=1.5, peak_predicted=300, peak_measured=310,
-                 kernels=40, fusions=0),
-            dict(base, run="b", compile_s=1.0, first_run_s=4.0, steady_ms=1.5, peak_predicted=900, peak_measured=None,
-                 kernels=12, fusions=5),
-            dict(base, run="c", compile_s=3.0, first_run_s=5.0, steady_ms=2.5, peak_predicted=900, peak_measured=None,
-                 kernels=12, fusions=5)]
+    rows = [dict(base, run="a", compile_s=2.0, first_run_s=3.0, steady_ms=1.5, forward_peak_predicted=300,
+                 forward_peak_measured=310, kernels=40, fusions=0),
+            dict(base, run="b", compile_s=1.0, first_run_s=4.0, steady_ms=1.5, forward_peak_predicted=900,
+                 forward_peak_measured=None, kernels=12, fusions=5),
+            dict(base, run="c", compile_s=3.0, first_run_s=5.0, steady_ms=2.5, forward_peak_predicted=900,
+                 forward_peak_measured=None, kernels=12, fusions=5)]
     table = compare_html(rows)
-    cells = [re.findall(r"<td([^>]*)>(.*?)</td>", r) for r in re.findall(r'<tr class="tl-row">(.*?)</tr>', table)]
-    best = {(i, COLUMNS[j]) for i, row in enumerate(cells) for j, (attr, _) in enumerate(row) if "tl-best" in attr}
-    # ties are all marked; a column with a single value (peak_measured) has nothing to compare: no mark
+    cells = [re.findall(r'<td data-col="(\w+)"([^>]*)>(.*?)</td>', r) for r in re.findall(r'<tr class="tl-row">(.*?)</tr>', table)]
+    best = {(i, col) for i, row in enumerate(cells) for col, attr, _ in row if "tl-best" in attr}
+    # ties are all marked; a column with a single value (forward_peak_measured) has nothing to compare: no mark
     # kernels and fusions are not better or worse on their own (horizontal: fewest kernels, highest peak): no star
-    assert best == {(1, "compile_s"), (0, "first_run_s"), (0, "steady_ms"), (1, "steady_ms"), (0, "peak_predicted")}
+    assert best == {(1, "compile_s"), (0, "first_run_s"), (0, "steady_ms"), (1, "steady_ms"), (0, "forward_peak_predicted")}
     same = [dict(base, run=r, compile_s=1.0, kernels=7) for r in "xy"]
     assert "tl-best" not in compare_html(same)  # every run ties: no star

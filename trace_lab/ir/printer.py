@@ -10,8 +10,10 @@ it computes the program), so what the lab shows is exactly what runs::
       del t0 ...
 
 Each op line carries its value's type comment, then (when ``annotate``) a
-memory column: live bytes after the line and what the line allocated or freed;
-the peak line is marked ``<- peak``. Source lines of the user's code (from the
+memory column: live bytes after the line (inputs included) and what the line
+allocated or freed; the peak line is marked ``<- peak N above inputs`` (trace_lab's one
+meaning of peak: the most a program allocates beyond its inputs; the header also gives
+the high-water mark, inputs included). Source lines of the user's code (from the
 node's stack trace) are printed as comments when they change. Fused regions
 (``call_module`` nodes) print as ``(t2, t8) = fusion0(t0, t1)`` followed by
 their ops, indented and commented out.
@@ -33,7 +35,7 @@ import torch.fx as fx
 from ..analysis.op_scratch import lower_bound_note
 from .fx_util import is_getitem, tensor_values
 
-__all__ = ["Line", "trace_lines", "format_trace", "format_bytes", "type_comment", "source_line", "exec_namespace", "target_name"]
+__all__ = ["Line", "trace_lines", "format_trace", "format_bytes", "plural", "type_comment", "source_line", "exec_namespace", "target_name"]
 
 _DTYPE_SHORT = {
     torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
@@ -48,6 +50,11 @@ def format_bytes(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{int(n)} B"
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """'1 op', '3 ops', '1 cache hit', '0 cache hits' (``nouns``: an irregular plural)."""
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
 
 
 def type_comment(val) -> str:
@@ -215,10 +222,11 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
         dels = {ln.node: ln.dead_values for ln in live.lines}
     out = [Line(f"# trace_lab: {trace.kind} program, stage '{trace.stage}'", "title")]
     if annotate:
-        out.append(Line(f"# {len(trace.ops)} ops; inputs {format_bytes(live.entry_bytes)}; "
-                        f"peak {format_bytes(live.peak_bytes)} "
-                        f"(+{format_bytes(live.peak_above_inputs_bytes)} above inputs)"
-                        + (f" at {live.peak_line.name}" if live.peak_line else ""), "summary"))
+        # "peak" is the peak above inputs everywhere (report/table.py); the high-water mark says what it counts
+        out.append(Line(f"# {plural(len(trace.ops), 'op')}; inputs {format_bytes(live.entry_bytes)}; "
+                        f"peak {format_bytes(live.peak_above_inputs_bytes)} above inputs"
+                        + (f" at {live.peak_line.name}" if live.peak_line else "")
+                        + f" (high-water {format_bytes(live.peak_bytes)} incl. inputs)", "summary"))
     out += [Line("import torch", "code"), Line("aten = torch.ops.aten", "code"), Line("", "code")]
     params = ", ".join(name_of(n) for n in trace.inputs)
     out.append(Line(f"def {fn}({params}):", "code"))
@@ -246,7 +254,7 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
                                           f"-{format_bytes(ln.freed)}" if ln.freed else "",
                                           f"~{format_bytes(ln.workspace)} inside" if ln.workspace else "") if x) or "+0"
             rec.peak = live.peak_line is ln
-            mark = f"  <- peak {format_bytes(ln.high_water)}" if rec.peak else ""
+            mark = f"  <- peak {format_bytes(ln.high_water - live.entry_bytes)} above inputs" if rec.peak else ""
             if lower_bound_note(n):  # an op whose scratch could not be measured: the figure is a lower bound
                 mark += f"  {lower_bound_note(n)}"
             rec.text += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"

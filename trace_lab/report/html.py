@@ -37,7 +37,7 @@ from .packing import INFLATE_JS, esc, pack, unpack  # noqa: F401 - re-exported
 from .view_model import line_region
 
 __all__ = ["esc", "code_html", "summary_html", "traces_html", "graphs_html", "memory_html",
-           "compare_html", "tabs_html", "report_html", "standalone_page", "memory_curves", "report_parts", "error_html",
+           "compare_html", "memory_plot_data", "tabs_html", "report_html", "standalone_page", "memory_curves", "report_parts", "error_html",
            "css", "pack", "unpack", "INFLATE_JS", "LAZY_LINES", "part_data", "stage_lines"]
 
 TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare"]
@@ -48,7 +48,11 @@ _BASE_CSS = """
 .tl-report td,.tl-report th{border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top}
 .tl-report .tl-scroll{overflow-x:auto;max-width:100%}
 .tl-report table.tl-compare{font-size:12px}
-.tl-report table.tl-compare td,.tl-report table.tl-compare th{white-space:nowrap}
+.tl-report table.tl-compare td{white-space:nowrap}
+.tl-report table.tl-compare th{white-space:nowrap;vertical-align:bottom;font-size:11px;line-height:1.2}
+.tl-report table.tl-compare tr>:first-child{position:sticky;left:0;z-index:1;background:#fff;max-width:22em;
+  overflow:hidden;text-overflow:ellipsis;box-shadow:1px 0 0 #d0d7de}
+.tl-report table.tl-compare tr>th:first-child{background:#f6f8fa}
 .tl-report th{background:#f6f8fa;font-weight:600}
 .tl-report td.tl-num{text-align:right;font-variant-numeric:tabular-nums}
 .tl-report td.tl-best{background:#dafbe1;font-weight:600}
@@ -57,13 +61,19 @@ _BASE_CSS = """
 .tl-report .tl-bad,.tl-report .tl-error{color:#cf222e;font-weight:600}
 .tl-report .tl-error{white-space:pre-wrap;border-left:3px solid #cf222e;padding:4px 8px;background:#fff5f5}
 .tl-report .tl-ok{color:#1a7f37}
+.tl-report .tl-memplot{max-width:100%;overflow-x:auto}
+.tl-report .tl-memplot svg{max-width:100%;height:auto}
 .tl-report .tl-placeholder{color:#57606a;font-style:italic;padding:6px 0}
 .tl-report details{margin:2px 0}
 .tl-report summary{cursor:pointer}
 .tl-code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;line-height:1.35;
   background:#f6f8fa;padding:4px 0;overflow:auto;max-height:560px;border:1px solid #d0d7de}
 .tl-code .tl-l{display:flex;white-space:pre;min-height:1.35em}
-.tl-code .tl-l code{font-family:inherit;background:none;padding:0 6px}
+.tl-code .tl-l code{font-family:inherit;background:none;padding:0 6px 0 calc(6px + 3em);text-indent:-3em;
+  white-space:pre-wrap;overflow-wrap:anywhere;flex:1 1 auto;min-width:0}
+.tl-report .tl-jump{font-size:12px;margin:2px 0}
+.tl-report .tl-jump a{font-weight:600}
+.tl-code .tl-pin{color:#57606a}
 .tl-code .tl-bar{flex:0 0 64px;height:0.9em;margin-top:0.2em;background:#eaeef2;position:relative}
 .tl-code .tl-bar i,.tl-code .tl-bar b{position:absolute;left:0;top:0;bottom:0;background:#54aeff}
 .tl-code .tl-bar b{background:#b6e3ff}
@@ -147,6 +157,12 @@ def _fmt_bytes(n) -> str:
     return format_bytes(n)
 
 
+def plural(n: int, noun: str) -> str:
+    from ..ir.printer import plural as _plural
+
+    return _plural(n, noun)
+
+
 LAZY_LINES = 300  # a stage with more lines is shown as a window (head, around the peak, tail)
 HEAD_LINES, PEAK_CONTEXT, TAIL_LINES = 24, 12, 6
 REGION_HEAD, REGION_TAIL = 16, 4  # a windowed stage's fused region shows this many of its ops' lines
@@ -192,27 +208,30 @@ TRACE_JS = INFLATE_JS + r"""if (!window.__tlTraceInit) { window.__tlTraceInit = 
     var out = [], L = d.lines, I = field(d, st, 'idx'), base = st.base, scale = st.scale, op = {}, fold = {}, rows = [];
     var mem = field(d, st, 'mem');
     field(d, st, 'ops').forEach(function (i, k) { op[i] = k; });
+    var pfold = {};
     field(d, st, 'fold').forEach(function (f) { fold[f[0]] = f[1]; });
+    (st.pfold ? field(d, st, 'pfold') : []).forEach(function (f) { fold[f[0]] = f[1]; pfold[f[0]] = true; });
     for (var i = 0; i < I.length; i++) {
-      var n = fold[i] || 0; rows.push([i, op[i] === undefined ? -1 : op[i], n]); i += n;
+      var n = fold[i] || 0; rows.push([i, op[i] === undefined ? -1 : op[i], n, !!pfold[i]]); i += n;
     }
     rows.forEach(function (r) {
-      var i = r[0], k = r[1], n = r[2], m = k >= 0 ? mem[k] : null, bar, cls = 'tl-l';
+      var i = r[0], k = r[1], n = r[2], params = r[3], m = k >= 0 ? mem[k] : null, bar, cls = 'tl-l';
       if (m) {
         var pct = (100 * Math.max(m[0] - base, 0) / scale).toFixed(1), hw = (100 * Math.max(m[1] - base, 0) / scale).toFixed(1);
-        var tip = 'live ' + fb(m[0]) + ' after this line (dark bar, above inputs); allocated ' + fb(m[2]) + ', freed ' +
-          fb(m[3]) + '; while it runs ' + fb(m[1]) + ' (light bar)';
+        var tip = 'live ' + fb(m[0] - base) + ' above inputs after this line (dark bar; ' + fb(m[0]) + ' incl. inputs); allocated ' +
+          fb(m[2]) + ', freed ' + fb(m[3]) + '; while it runs ' + fb(m[1] - base) + ' above inputs (light bar)';
         bar = '<span class="tl-bar" title="' + attr(tip) + '"><b style="width:' + hw + '%"></b><i style="width:' + pct + '%"></i></span>';
         if (k === st.peak) { cls = 'tl-l tl-pk'; }
       } else { bar = '<span class="tl-bar tl-nb"></span>'; }
       var code = hl(L[I[i]]);
       if (n > 0) {
-        var inner = '';
+        var inner = '', kind = params ? 'tl-pin' : 'tl-inner';
         for (var j = i + 1; j <= i + n; j++) {
-          inner += '<div class="tl-l tl-inner"><span class="tl-bar tl-nb"></span><code>' + hl(L[I[j]]) + '</code></div>';
+          inner += '<div class="tl-l ' + kind + '"><span class="tl-bar tl-nb"></span><code>' + hl(L[I[j]]) + '</code></div>';
         }
-        out.push('<details class="tl-region"><summary><div class="' + cls + '">' + bar + '<code>' + code +
-                 '<span class="tl-fold">' + n + ' ops</span></code></div></summary>' + inner + '</details>');
+        var hint = params ? n + ' more input' + (n !== 1 ? 's' : '') : n + ' op' + (n !== 1 ? 's' : '');
+        out.push('<details class="tl-region' + (params ? ' tl-params' : '') + '"><summary><div class="' + cls + '">' + bar +
+                 '<code>' + code + '<span class="tl-fold">' + hint + '</span></code></div></summary>' + inner + '</details>');
       } else { out.push('<div class="' + cls + '">' + bar + '<code>' + code + '</code></div>'); }
     });
     return out.join('');
@@ -222,9 +241,15 @@ TRACE_JS = INFLATE_JS + r"""if (!window.__tlTraceInit) { window.__tlTraceInit = 
     var b = ev.target.closest ? ev.target.closest('button.tl-all') : null;
     if (!b) { return; }
     var win = b.parentNode.nextElementSibling, full = win && win.nextElementSibling;
+    var anchor = win.getAttribute('data-tla');
+    function moveAnchor(from, to) {  // the jump-to-peak link targets the peak line of the view on display
+      var a = anchor && from.querySelector('.tl-pk code'), b = anchor && to.querySelector('.tl-pk code');
+      if (a && b) { a.removeAttribute('id'); b.id = anchor; }
+    }
     if (full && full.classList.contains('tl-full')) {
       var show = full.style.display === 'none';
       full.style.display = show ? '' : 'none'; win.style.display = show ? 'none' : '';
+      if (show) { moveAnchor(win, full); } else { moveAnchor(full, win); }
       b.textContent = show ? b.getAttribute('data-less') : b.getAttribute('data-more'); return;
     }
     var store = document.getElementById(win.getAttribute('data-tlp'));
@@ -235,7 +260,7 @@ TRACE_JS = INFLATE_JS + r"""if (!window.__tlTraceInit) { window.__tlTraceInit = 
       var div = document.createElement('div');
       div.className = 'tl-code tl-full';
       div.innerHTML = draw(d, d.stages[+win.getAttribute('data-tls')]);
-      win.parentNode.insertBefore(div, win.nextSibling); win.style.display = 'none';
+      win.parentNode.insertBefore(div, win.nextSibling); win.style.display = 'none'; moveAnchor(win, div);
       b.disabled = false; b.textContent = b.getAttribute('data-less');
     }).catch(function (e) { b.disabled = false; b.textContent = 'could not unpack: ' + e; });
   });
@@ -243,19 +268,41 @@ TRACE_JS = INFLATE_JS + r"""if (!window.__tlTraceInit) { window.__tlTraceInit = 
 """
 
 
-def _layout(stage):
-    """(lines, rows): rows are (line, the line's record when it carries memory, else None, folded inner lines).
+class _Row(tuple):
+    """(line, the line's record when it carries memory else None, folded lines after it); ``params``:
+    a run of input comments (the first shown, the rest folded) rather than a fused region."""
 
+    params = False
+
+
+PARAM_FOLD = 4  # more input comments than this in a row: all but the first are folded (closed) by default
+
+
+def _layout(stage):
+    """(lines, rows): rows are :class:`_Row` (line, its memory record or None, number of folded lines after it).
+
+    A fused region's ops fold under its line; a run of more than ``PARAM_FOLD`` input comments folds under
+    its first one (a model's ~70 parameter comments no longer fill the first screen).
     ``stage`` is a :class:`~trace_lab.report.view_model.StageView`: its lines are the printer's records."""
     recs = stage.lines
     rows, i = [], 0
     while i < len(recs):
         m = recs[i] if recs[i].has_memory else None
         j = i + 1
+        params = False
         if m is not None and line_region(m) is not None:  # a fused region: its ops follow, folded under it
             while j < len(recs) and recs[j].role == "region_op":
                 j += 1
-        rows.append((i, m, j - i - 1))
+        elif recs[i].role in ("input", "constant"):
+            while j < len(recs) and recs[j].role in ("input", "constant"):
+                j += 1
+            if j - i > PARAM_FOLD:
+                params = True
+            else:
+                j = i + 1
+        row = _Row((i, m, j - i - 1))
+        row.params = params
+        rows.append(row)
         i = j
     return [ln.text for ln in recs], rows
 
@@ -274,27 +321,40 @@ def _inner_lines(row, capped: bool) -> tuple[list[int], list[int]]:
     return inner[:REGION_HEAD], inner[-REGION_TAIL:]
 
 
-def _row_html(shown, row, base, scale, capped: bool = False) -> str:
+def _bar_tip(live_after, high_water, allocated, freed, base) -> str:
+    return (f"live {_fmt_bytes(live_after - base)} above inputs after this line (dark bar; {_fmt_bytes(live_after)} "
+            f"incl. inputs); allocated {_fmt_bytes(allocated)}, freed {_fmt_bytes(freed)}; while it runs "
+            f"{_fmt_bytes(high_water - base)} above inputs (light bar)")
+
+
+def _row_html(shown, row, base, scale, capped: bool = False, anchor: str | None = None) -> str:
     i, m, n_inner = row
     if m is not None:
         pct = 100.0 * max(m.live_after - base, 0) / scale
         hw = 100.0 * max(m.high_water - base, 0) / scale
-        tip = (f"live {_fmt_bytes(m.live_after)} after this line (dark bar, above inputs); allocated {_fmt_bytes(m.allocated)}, "
-               f"freed {_fmt_bytes(m.freed)}; while it runs {_fmt_bytes(m.high_water)} (light bar)")
+        tip = _bar_tip(m.live_after, m.high_water, m.allocated, m.freed, base)
         bar = (f'<span class="tl-bar" title="{esc(tip)}"><b style="width:{hw:.1f}%"></b>'
                f'<i style="width:{pct:.1f}%"></i></span>')
     else:
         bar = '<span class="tl-bar tl-nb"></span>'
-    cls = "tl-l tl-pk" if (m is not None and m.peak) else "tl-l"
+    peak = m is not None and m.peak
+    cls = "tl-l tl-pk" if peak else "tl-l"
+    code = f'<code id="{esc(anchor)}">' if peak and anchor else "<code>"  # the jump-to-peak link's target
     if not n_inner:
-        return f'<div class="{cls}">{bar}<code>{shown[i]}</code></div>'
+        return f'<div class="{cls}">{bar}{code}{shown[i]}</code></div>'
     first, last = _inner_lines(row, capped)
-    line = '<div class="tl-l tl-inner"><span class="tl-bar tl-nb"></span><code>{}</code></div>'.format
+    kind = "tl-inner" if not getattr(row, "params", False) else "tl-pin"
+    line = ('<div class="tl-l ' + kind + '"><span class="tl-bar tl-nb"></span><code>{}</code></div>').format
     inner = "".join(line(shown[j]) for j in first)
     if last:
         inner += _gap_html(first[-1] + 1, last[0]) + "".join(line(shown[j]) for j in last)
-    return (f'<details class="tl-region"><summary><div class="{cls}">{bar}<code>{shown[i]}'
-            f'<span class="tl-fold">{n_inner} ops</span></code></div></summary>{inner}</details>')
+    if getattr(row, "params", False):
+        hint = f"{n_inner} more input{'s' if n_inner != 1 else ''}"
+        return (f'<details class="tl-region tl-params"><summary><div class="{cls}">{bar}{code}{shown[i]}'
+                f'<span class="tl-fold">{hint}</span></code></div></summary>{inner}</details>')
+    hint = f"{n_inner} op{'s' if n_inner != 1 else ''}"
+    return (f'<details class="tl-region"><summary><div class="{cls}">{bar}{code}{shown[i]}'
+            f'<span class="tl-fold">{hint}</span></code></div></summary>{inner}</details>')
 
 
 def _window_rows(rows, n_lines) -> set[int]:
@@ -309,8 +369,18 @@ def _window_rows(rows, n_lines) -> set[int]:
     return keep
 
 
+def _jump_html(rows, base, anchor: str | None) -> str:
+    """A link to the peak line (its row carries ``id=anchor``): plain HTML, scrolls without a script."""
+    peak = next(((i, m) for i, m, _ in rows if m is not None and m.peak), None)
+    if anchor is None or peak is None:
+        return ""
+    i, m = peak
+    return (f'<div class="tl-jump"><a href="#{esc(anchor)}">&#8595; jump to the peak</a>: line {i + 1:,}, '
+            f"<code>{esc(m.name or '')}</code>, {esc(_fmt_bytes(m.high_water - base))} above inputs while it runs</div>")
+
+
 def code_html(view, max_lines: int | None = LAZY_LINES, *, data_id: str | None = None, stage: int = 0,
-              how_to_see_all: str = "") -> str:
+              how_to_see_all: str = "", anchor: str | None = None) -> str:
     """One stage (a :class:`~trace_lab.report.view_model.StageView`): highlighted lines, a live-bytes
     bar per op line, the peak line marked, each fused region's ops folded under its line.
 
@@ -318,12 +388,16 @@ def code_html(view, max_lines: int | None = LAZY_LINES, *, data_id: str | None =
     the peak, the last lines) with a line saying what each gap hides. ``data_id`` names the
     element holding the part's packed data (:func:`part_data_html`): the view then gets a
     "show all N lines" button that draws every line in the browser; ``how_to_see_all`` is
-    shown next to it (or alone) to say how else to read the whole trace."""
+    shown next to it (or alone) to say how else to read the whole trace. ``anchor``: an id for the
+    peak line and a "jump to the peak" link above the lines (plain HTML: works where scripts do not
+    run); ids are unique per page, so the caller makes them."""
     lines, rows = _layout(view)
     base, scale = _scale(view)
+    jump = _jump_html(rows, base, anchor)
     if max_lines is None or len(lines) <= max_lines:
         shown = highlight_lines("\n".join(lines))
-        return f'<div class="tl-code">{"".join(_row_html(shown, r, base, scale) for r in rows)}</div>'
+        body = "".join(_row_html(shown, r, base, scale, anchor=anchor) for r in rows)
+        return f'{jump}<div class="tl-code">{body}</div>'
     keep = _window_rows(rows, len(lines))
     # highlight only the lines shown (no token spans a line, so each line comes out as in the whole text)
     needed = sorted(j for r in keep for part in ([rows[r][0]], *_inner_lines(rows[r], True)) for j in part)
@@ -336,7 +410,7 @@ def code_html(view, max_lines: int | None = LAZY_LINES, *, data_id: str | None =
         if hidden_from is not None:
             out.append(_gap_html(hidden_from, row[0]))
             hidden_from = None
-        out.append(_row_html(shown, row, base, scale, capped=True))
+        out.append(_row_html(shown, row, base, scale, capped=True, anchor=anchor))
     if hidden_from is not None:
         out.append(_gap_html(hidden_from, len(lines)))
     n_shown = len(needed)
@@ -350,7 +424,9 @@ def code_html(view, max_lines: int | None = LAZY_LINES, *, data_id: str | None =
     head = (f'<div class="tl-lazy">{button}long trace: {n_shown:,} of {len(lines):,} lines shown (the first, those around '
             f"the peak, the last; of a long fused region its first and last ops{where}). {how_to_see_all}</div>")
     attrs = f' data-tlp="{esc(data_id)}" data-tls="{int(stage)}"' if data_id is not None else ""
-    return f'{head}<div class="tl-code"{attrs}>{"".join(out)}</div>'
+    if data_id is not None and anchor:
+        attrs += f' data-tla="{esc(anchor)}"'
+    return f'{jump}{head}<div class="tl-code"{attrs}>{"".join(out)}</div>'
 
 
 def _gap_html(start: int, stop: int) -> str:
@@ -378,7 +454,8 @@ def part_data(stages) -> dict:
         peak_k = next((n for n, m in enumerate(mem_lines) if m.peak), -1)
         st = {"idx": [table.setdefault(ln, len(table)) for ln in lines],
               "ops": [i for i, ln in enumerate(t.lines) if ln.has_memory],
-              "fold": [[i, n] for i, _, n in rows if n],
+              "fold": [[i, n] for i, _, n in (r for r in rows if not r.params) if n],
+              "pfold": [[i, n] for i, _, n in (r for r in rows if r.params)],
               "mem": [[m.live_after, m.high_water, m.allocated, m.freed] for m in mem_lines]}
         plain.append(st)
         out.append({"base": base, "scale": scale, "peak": peak_k})
@@ -463,9 +540,9 @@ def _extra_summary_rows(report) -> list[tuple[str, str]]:
 
     row = report_row(report)
     rows = [("options", ", ".join(f"{k}={v}" for k, v in report.options.items() if v is not None))]
-    fus = f"{row['fusions']} fused regions, {row['kernels']} kernels"
+    fus = f"{plural(row['fusions'], 'fused region')}, {plural(row['kernels'], 'kernel')}"
     if row["cache_hits"] is not None:
-        fus += f", {row['cache_hits']} fusion-cache hits"
+        fus += f", {plural(row['cache_hits'], 'fusion-cache hit')}"
     rows.append(("fusions", fus))
     return rows
 
@@ -496,6 +573,15 @@ def _body(text: str) -> str:
     return text.split("\n", 1)[1] if text.startswith("# trace_lab:") and "\n" in text else text
 
 
+def _anchor_id(report, label: str) -> str:
+    """An id for a part's peak lines: the same for the same report (a reloaded report renders the same),
+    distinct for the outputs of one notebook (name, creation time and part differ)."""
+    import hashlib
+
+    key = f"{report.name}|{report.created}|{label}".encode("utf-8", "replace")
+    return "tlpk" + hashlib.sha1(key).hexdigest()[:12]
+
+
 def traces_html(report) -> str:
     parts = report_parts(report)
     if not parts:
@@ -507,23 +593,32 @@ def traces_html(report) -> str:
         texts = [t.text for t in stages]
         long = any(len(text.splitlines()) > LAZY_LINES for text in texts)
         data_id = "tlz" + uuid.uuid4().hex[:12] if long else None
-        last = {_body(text): k for k, text in enumerate(texts)}  # passes that changed nothing: say so
-        for k, (t, text) in enumerate(zip(stages, texts)):
+        anchor_id = _anchor_id(report, label)
+        listed = part.listed_stages()
+        last = {_body(texts[k]): k for k, _ in listed}  # passes that changed nothing: say so
+        for k, t in listed:
+            text = texts[k]
             same = last[_body(text)]
-            head = (f"stage {k}: {esc(t.stage)} &mdash; {t.n_ops} ops, peak {esc(_fmt_bytes(t.peak_bytes))} "
-                    f"(+{esc(_fmt_bytes(t.peak_above_inputs_bytes))} above inputs)"
+            head = (f"stage {k}: {esc(t.stage)} &mdash; {plural(t.n_ops, 'op')}, peak "
+                    f"{esc(_fmt_bytes(t.peak_above_inputs_bytes))} above inputs (high-water "
+                    f"{esc(_fmt_bytes(t.peak_bytes))} incl. inputs)"
                     + (f" &mdash; same lines as stage {same} (a new title only)" if same != k else ""))
             opened = " open" if k == len(stages) - 1 else ""
             if data_id is not None and same != k:  # a long part: no second window of the same lines
                 body = (f'<div class="tl-placeholder">the lines of stage {same} (open it below); only the title '
                         f"differs</div>")
             else:
-                body = code_html(t, LAZY_LINES, data_id=data_id, stage=k, how_to_see_all=_see_all_hint(report, part, k))
+                body = code_html(t, LAZY_LINES, data_id=data_id, stage=k, how_to_see_all=_see_all_hint(report, part, k),
+                                 anchor=f"{anchor_id}-{k}")
             inner.append(f"<details{opened}><summary>{head}</summary>{body}</details>")
+        hidden = [t.stage for k, t in enumerate(stages) if part.unchanged_sort_waits(k)]
+        if hidden:
+            inner.append(f'<div class="tl-placeholder">not listed: {esc(", ".join(hidden))} (no collectives to sort: '
+                         "the lines of the stage before)</div>")
         store = ""
         if data_id is not None:
             store, lazy = part_data_html(data_id, stages), True
-        out.append(f"<details open><summary><b>{esc(label)}</b> ({len(stages)} stages)</summary>"
+        out.append(f"<details open><summary><b>{esc(label)}</b> ({plural(len(listed), 'stage')})</summary>"
                    f"<div style='margin-left:12px'>{''.join(inner)}</div>{store}</details>")
     if lazy:
         out.append(f"<script>{TRACE_JS}</script>")
@@ -564,8 +659,53 @@ def memory_curves(runs, part_label: str) -> dict[str, list[int]]:
     return curves
 
 
+def _hover_texts(stage) -> list[str]:
+    """Per point of a stage's curve (entry, then each op line): the op, its source line, its memory."""
+    base = stage.entry_bytes
+    out = [f"entry: the inputs, {_fmt_bytes(base)} (0 B above inputs)"]
+    for k, ln in enumerate(stage.op_lines, 1):
+        stmt = ln.text.split("  #", 1)[0].strip()
+        stmt = stmt if len(stmt) <= 110 else stmt[:107] + "..."
+        src = f"\n{ln.source}" if ln.source else ""
+        out.append(f"op {k}: {stmt}{src}\nlive {_fmt_bytes(ln.live_after - base)} above inputs after it, "
+                   f"{_fmt_bytes(ln.high_water - base)} while it runs" + ("  <- peak" if ln.peak else ""))
+    return out
+
+
+def memory_plot_data(runs, part_label: str) -> dict:
+    """What the Memory tab draws for one program part, one curve per run that has it (final stage), all
+    above the part's inputs: {"curves", "peaks" (the peak above inputs: the high water while the peak
+    line runs), "peak_at" (the peak line's point), "hover" (per point: op, source line, bytes), "stages"}."""
+    data = {"curves": {}, "peaks": {}, "peak_at": {}, "hover": {}, "stages": {}}
+    for label, report in runs:
+        part = report.view.part(part_label)
+        if part is None:
+            continue
+        stage = part.stages[-1]
+        base = stage.entry_bytes
+        data["curves"][label] = [y - base for y in stage.curve()]
+        data["peaks"][label] = stage.peak_above_inputs_bytes
+        data["peak_at"][label] = next((k for k, ln in enumerate(stage.op_lines, 1) if ln.peak), 0)
+        data["hover"][label] = _hover_texts(stage)
+        data["stages"][label] = stage
+    return data
+
+
+def _memory_table(data: dict) -> str:
+    rows = "".join(
+        f"<tr><td>{esc(label)}</td><td class='tl-num'>{len(curve) - 1}</td>"
+        f"<td class='tl-num'>{esc(_fmt_bytes(data['peaks'][label]))}</td><td class='tl-num'>{data['peak_at'][label]}</td>"
+        f"<td class='tl-num'>{esc(_fmt_bytes(data['stages'][label].peak_bytes))}</td></tr>"
+        for label, curve in data["curves"].items())
+    return ("<table><tr><th>run</th><th>ops</th><th>peak above inputs</th><th>at op</th>"
+            f"<th>high-water incl. inputs</th></tr>{rows}</table>")
+
+
 def memory_html(runs, part_label: str | None = None) -> str:
-    from .optional_views import memory_curve_html
+    """The Memory tab: per program part, live bytes above its inputs after each op, one curve per run, each
+    run's peak (above inputs, as everywhere) marked and labelled; hovering a step names its op and source."""
+    from .memory_plot import memory_curve_svg
+    from .optional_views import placeholder
 
     if not runs:
         return '<div class="tl-placeholder">no runs yet</div>'
@@ -573,20 +713,38 @@ def memory_html(runs, part_label: str | None = None) -> str:
     if not labels:
         return '<div class="tl-placeholder">no program was compiled</div>'
     chosen = [part_label] if part_label else labels[:2]
-    return "".join(f"<h5>{esc(pl)}: live bytes after each line, one curve per run</h5>"
-                   + memory_curve_html(memory_curves(runs, pl), title=f"{pl}: live bytes") for pl in chosen)
+    out = []
+    for pl in chosen:
+        data = memory_plot_data(runs, pl)
+        if not data["curves"]:
+            continue
+        try:
+            svg = memory_curve_svg(data["curves"], data["peaks"], title=f"{pl}: live memory above its inputs",
+                                   xlabel="op (0 = entry)", ylabel="live above inputs", peak_at=data["peak_at"],
+                                   hover=data["hover"])
+        except Exception as e:  # noqa: BLE001 - a broken plot must not take the other tabs down
+            svg = placeholder(f"memory plot failed: {type(e).__name__}: {e}")
+        out.append(f"<h5>{esc(pl)}: live bytes above its inputs after each op, one curve per run; the peak is "
+                   f"above inputs (hover a step for its op and source line)</h5><div class='tl-memplot'>{svg}</div>"
+                   + _memory_table(data))
+    return "".join(out)
 
 
-_COL_TITLES = {"run": "run", "fusion": "fusion", "executor": "executor", "fusion_cache": "cache",
-               "sort_waits": "waits sorted", "compile_s": "compile s", "first_run_s": "1st run s",
-               "steady_ms": "steady ms", "peak_predicted": "peak (pred.)", "peak_measured": "peak (meas.)",
-               "kernels": "kernels", "fusions": "fusions", "cache_hits": "cache hits", "matches_eager": "vs eager"}
+# column titles: a header may wrap (<br>), a cell never does; peaks are above inputs (table.py's definition)
+_COL_TITLES = {"run": "run", "fusion": "fusion", "executor": "executor", "fusion_cache": "fusion<br>cache",
+               "sort_waits": "wait<br>sorting", "compile_s": "compile<br>s", "first_run_s": "1st call<br>s",
+               "steady_ms": "steady<br>ms", "forward_peak_predicted": "forward peak<br>predicted",
+               "forward_peak_measured": "forward peak<br>measured", "backward_peak_predicted": "backward peak<br>predicted",
+               "backward_peak_measured": "backward peak<br>measured", "kernels": "kernels", "fusions": "fused<br>regions",
+               "cache_hits": "cache<br>hits", "matches_eager": "vs eager"}
+_OPTION_WORDS = {"fusion": "fusion={}", "executor": "executor={}", "fusion_cache": "fusion cache {}",
+                 "sort_waits": "wait sorting {}"}
 
 
 def _cell(col, v) -> str:
     if v is None:
         return "&ndash;"
-    if col.startswith("peak_"):
+    if "_peak_" in col:
         return esc(_fmt_bytes(v))
     if isinstance(v, bool):
         if col == "matches_eager":
@@ -598,25 +756,38 @@ def _cell(col, v) -> str:
 
 
 def compare_html(rows: list[dict], best: dict[str, set[int]] | None = None) -> str:
-    """The Compare table; the best value of each lower-is-better column is marked (class tl-best, a star)."""
-    from .table import COLUMNS, best_rows
+    """The Compare table; the best value of each lower-is-better column is marked (class tl-best, a star).
+
+    Only the columns that say something are drawn (:func:`~trace_lab.report.table.shown_columns`: the
+    options every run shares are said once above the table); the run column stays in view while the
+    rest scrolls sideways in a narrow panel. Every cell names its column (``data-col``)."""
+    from .table import best_rows, shown_columns
 
     if not rows:
         return '<div class="tl-placeholder">no runs yet</div>'
     best = best_rows(rows) if best is None else best
-    head = "".join(f"<th>{esc(_COL_TITLES[c])}</th>" for c in COLUMNS)
+    cols, shared = shown_columns(rows)
+    head = "".join(f'<th data-col="{c}">{_COL_TITLES[c]}</th>' for c in cols)
     body = []
     for i, r in enumerate(rows):
         tds = []
-        for c in COLUMNS:
-            cls = ["tl-num"] if isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) else []
+        for c in cols:
+            value = r.get(c)
+            cls = ["tl-num"] if isinstance(value, (int, float)) and not isinstance(value, bool) else []
             if i in best.get(c, ()):
                 cls.append("tl-best")
             attr = f' class="{" ".join(cls)}"' if cls else ""
-            tds.append(f"<td{attr}>{_cell(c, r.get(c))}</td>")
+            tds.append(f'<td data-col="{c}"{attr}>{_cell(c, value)}</td>')
         body.append(f'<tr class="tl-row">{"".join(tds)}</tr>')
-    note = '<div class="tl-placeholder">&#9733; best (lowest) value of the column</div>' if best else ""
-    return f'<div class="tl-scroll"><table class="tl-compare"><tr>{head}</tr>{"".join(body)}</table></div>{note}'
+    every = ", ".join(_OPTION_WORDS[c].format(_cell(c, v)) for c, v in shared.items())
+    top = f'<div class="tl-placeholder">every run: {every}</div>' if every else ""
+    notes = ["peaks are above the program's inputs (memory it allocates beyond what was allocated when it "
+             "was called); forward and backward apart"]
+    if best:
+        notes.append("&#9733; best (lowest) time or peak of the column")
+    note = f'<div class="tl-placeholder">{"; ".join(notes)}</div>'
+    return (f'{top}<div class="tl-scroll tl-compare-scroll"><table class="tl-compare"><tr>{head}</tr>'
+            f'{"".join(body)}</table></div>{note}')
 
 
 def tabs_html(panels: list[tuple[str, str]]) -> str:

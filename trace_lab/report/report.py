@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 
 import torch
 
-from ..ir.printer import format_bytes
+from ..ir.printer import format_bytes, plural
 from .parts import materializes_regions, program_parts, summary_parts
 from .view_model import ViewModel, build_view
 
@@ -68,8 +68,9 @@ def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]
                             for r in regs[:listed])
             more = f", ... {len(regs) - listed} more" if len(regs) > listed else ""
             rows.append((f"regions {kind} #{p['index']}",
-                         f"{len(regs)} regions, {len({r.get('signature') for r in regs})} unique signatures, "
-                         f"{hits} cache hits, {len(regs) - hits} misses, {seconds:.2f} s compiling ({per}{more})"))
+                         f"{plural(len(regs), 'region')}, {plural(len({r.get('signature') for r in regs}), 'unique signature')}, "
+                         f"{plural(hits, 'cache hit')}, {plural(len(regs) - hits, 'miss', 'misses')}, {seconds:.2f} s "
+                         f"compiling ({per}{more})"))
     return rows
 
 
@@ -204,12 +205,13 @@ class Report:
             rows.append(("time per call", _timing_text(self.timing)))
         for m in self.memory:
             measured = m["measured_peak_above_inputs_bytes"]
+            # trace_lab's one meaning of peak: above the program's inputs (report/table.py says why)
             rows.append((f"peak {m['kind']} #{m['program']}",
                          f"predicted {format_bytes(m['predicted_peak_above_inputs_bytes'])}, measured "
                          + (format_bytes(measured) if measured is not None else "n/a") + " above inputs"))
         for p, kind, part in summary_parts(self.programs):
             s = part["stages"][-1]
-            rows.append((f"{kind} #{p['index']}", f"{s['ops']} ops, {s['regions']} fused regions"
+            rows.append((f"{kind} #{p['index']}", f"{plural(s['ops'], 'op')}, {plural(s['regions'], 'fused region')}"
                          + (f", {p['reason']}" if p["reason"] != "first compile" else "")))
         rows += _region_rows(self.programs)
         if self.comparison is not None:

@@ -95,6 +95,16 @@ class PartView:
     stages: list[StageView]
     graphs: dict  # {"before": graph data, "after": graph data} or {"error": why there are none}
 
+    def listed_stages(self) -> list[tuple[int, "StageView"]]:
+        """(index, stage) of the stages the views list: all but a ``sort_waits`` stage that changed nothing
+        (a program without collectives, e.g. every single-process run: its lines are the stage before's)."""
+        return [(k, st) for k, st in enumerate(self.stages) if not self.unchanged_sort_waits(k)]
+
+    def unchanged_sort_waits(self, k: int) -> bool:
+        st = self.stages[k]
+        return (k > 0 and st.stage == "sort_waits" and len(self.stages) > k + 1
+                and st.lines[1:] == self.stages[k - 1].lines[1:])
+
     def to_dict(self) -> dict:
         """Plain data; a stage whose lines equal an earlier stage's (a pass that changed nothing but the
         title line, or nothing at all) stores ``{"like": j}`` and its own title line only."""
