@@ -205,7 +205,7 @@ def test_rerun_appends_a_compare_row(ip):
     assert len(rows) == 2 and len(view.runs) == 2
     assert (rows[1]["fusion"], rows[1]["fusion_cache"], rows[1]["steady_ms"]) == ("dataflow", False, None)
     assert view.table.value.count('class="tl-row"') == 2
-    assert view.run_select.label == "base · fusion=dataflow, cache off, runs=0"
+    assert view.run_select.label == "rerun of base with fusion=dataflow, cache off, runs=0"
     torch.testing.assert_close(ip.user_ns["r"], torch.relu(ip.user_ns["p"] @ ip.user_ns["q"]))  # written back
     assert not view.rerun_button.disabled and view.stop_button.disabled
     bundle = view._repr_mimebundle_()

@@ -179,9 +179,9 @@ class InductorExecutor(Executor):
         records: dict[str, RegionRecord] = {}
         codes: dict[str, object] = {}
         rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
-        for node in trace.ops:
-            if node.op != "call_module":
-                continue
+        region_nodes = [n for n in trace.ops if n.op == "call_module"]
+        for done, node in enumerate(region_nodes):
+            self.report_region(done, len(region_nodes), str(node.target))
             sub = trace.gm.get_submodule(node.target)
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             plan = plan_record(node)
@@ -205,6 +205,8 @@ class InductorExecutor(Executor):
             records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
                                                  name=str(node.target), signature=signature_hash(signature),
                                                  cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes)
+        if region_nodes:
+            self.report_region(len(region_nodes), len(region_nodes))
         program = generate(trace, region_runner=compiled.__getitem__, materialized_regions=False)
         run = program.run
         notes = []

@@ -51,6 +51,13 @@ class CompiledProgram:
 class Executor:
     name = "base"
     materializes_regions = False
+    # on_region(done, total, name): called before each fused region an executor compiles and once after the
+    # last (done == total); jit sets it for the notebook's progress (None: nobody listens)
+    on_region: Callable[[int, int, str], None] | None = None
+
+    def report_region(self, done: int, total: int, name: str = "") -> None:
+        if self.on_region is not None:
+            self.on_region(done, total, name)
 
     @classmethod
     def from_options(cls, options) -> "Executor":

@@ -201,13 +201,15 @@ class NvFuserExecutor(Executor):
         notes: list[str] = []
         definitions: dict[str, list] = {}
         hits0, misses0 = self.hits, self.misses
-        for node in trace.ops:
-            if node.op != "call_module":
-                continue
+        region_nodes = [n for n in trace.ops if n.op == "call_module"]
+        for done, node in enumerate(region_nodes):
+            self.report_region(done, len(region_nodes), str(node.target))
             program, record, fds = self._compile_region(trace, node, notes)
             programs[node] = program
             regions[node.name] = record
             definitions[record.name] = fds
+        if region_nodes:
+            self.report_region(len(region_nodes), len(region_nodes))
         if not regions:
             notes.append("no fused regions: every op ran through torch (pick a fusion strategy to use nvFuser)")
         else:

@@ -9,7 +9,9 @@ has its own Dynamo cache entries), reads its inputs from the notebook *now*,
 runs it through :func:`trace_lab.inspect` (eager reference on deep copies, then
 the compiled run, memory and timing runs: every forward/backward program and
 every graph of a graph break is recorded) and, only when all of that succeeded,
-writes the names the cell bound back into the notebook. The cell's returned dict
+writes the names the cell bound back into the notebook. A progress that takes compile events
+(:class:`.progress.RunProgress`) is told what compiles (program part, region k of N) and ticks the
+elapsed time while the cell runs. The cell's returned dict
 is taken from the last compiled call through inspect's ``loss`` hook, which
 returns None so that no extra backward runs (the cell calls ``.backward()``
 itself when it wants one).
@@ -21,6 +23,7 @@ written back from the workers. This module imports neither :mod:`.distributed` n
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import replace
 
@@ -98,6 +101,28 @@ def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
         return None
 
     given = {n: getattr(options, n) for n in names("cell") if n in names("inspect")}
-    report = trace_lab.inspect(fn, *args, **given, measure_memory=options.runs > 0, backward=None, loss=keep_output,
-                               name=label, progress=progress)
+    with _reporting(progress):
+        report = trace_lab.inspect(fn, *args, **given, measure_memory=options.runs > 0, backward=None,
+                                   loss=keep_output, name=label, progress=progress)
     return report, (dict(outputs[-1]) if outputs and isinstance(outputs[-1], dict) else {})
+
+
+@contextlib.contextmanager
+def _reporting(progress):
+    """A progress that takes compile events (:class:`.progress.RunProgress`) gets jit's, and its ticker runs
+    while the cell does; a plain ``progress(msg)`` gets inspect's steps only."""
+    from ..run.jit import compile_progress
+
+    events = getattr(progress, "compile_event", None)
+    if events is None:
+        yield
+        return
+    start, stop = getattr(progress, "start", None), getattr(progress, "stop", None)
+    if start is not None:
+        start()
+    try:
+        with compile_progress(events):
+            yield
+    finally:
+        if stop is not None:
+            stop()

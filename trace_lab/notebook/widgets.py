@@ -16,11 +16,13 @@ kernel's main thread: torch.compile of a large model can take minutes, and a
 click handler that ran it inline would hold the kernel's shell channel so no
 other cell could run, and the widgets (progress, Stop) would not update from
 the frontend either. In the worker the kernel stays free, progress arrives
-through inspect's ``progress`` callback, and Dynamo's global compile lock
+through inspect's ``progress`` callback and jit's compile events (a
+:class:`.progress.RunProgress`: step, program part, region k of N, elapsed
+seconds), and Dynamo's global compile lock
 serialises it with any compile the user starts meanwhile. Stopping: the Stop
 button, or the kernel's Interrupt while the kernel is otherwise idle (a SIGINT
 hook installed through ipykernel's idle handler slot), set a cancel flag checked
-at every progress step and raise KeyboardInterrupt asynchronously in the worker
+at every progress step and compile event (so between two regions) and raise KeyboardInterrupt asynchronously in the worker
 (``PyThreadState_SetAsyncExc``), which lands at the next Python bytecode; a long
 native call (a C++ compile) finishes first. One rerun per view at a time. A
 failed or stopped rerun shows its error in the status row, writes nothing back
@@ -37,12 +39,13 @@ import weakref
 from ..options import SCHEMA
 from ..report.html import (LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html, report_parts,
                            report_html, summary_html)
+from .progress import RunProgress
 from .runner import RunOptions
 from .session import Session
 
 __all__ = ["LabView", "progress_widget"]
 
-_STEPS = 5  # inspect's progress steps (eager reference, first call, memory, timing) + done
+_BAR_MAX = 1000  # the progress bars' resolution (RunProgress gives a fraction)
 _ACTIVE: "weakref.WeakSet[LabView]" = weakref.WeakSet()
 _HOOK_INSTALLED = False
 
@@ -52,17 +55,22 @@ def _wrap(body: str) -> str:
 
 
 def progress_widget(text: str = "starting"):
-    """(box, callback): a progress bar + label, and the ``progress(msg)`` callback that drives it."""
+    """(box, callback): a progress bar + label, and the ``progress(msg)`` callback that drives it (a
+    :class:`.progress.RunProgress`: inspect's steps, jit's compile events, the elapsed time)."""
     import ipywidgets as W
 
-    bar = W.IntProgress(min=0, max=_STEPS, value=0, layout=W.Layout(width="180px"))
+    bar = W.IntProgress(min=0, max=_BAR_MAX, value=0, layout=W.Layout(width="180px"))
     label = W.Label(text)
+    return W.HBox([W.Label("trace_lab:"), bar, label]), RunProgress(_shower(bar, label))
 
-    def step(msg: str) -> None:
-        bar.value = min(bar.value + 1, bar.max)
-        label.value = msg
 
-    return W.HBox([W.Label("trace_lab:"), bar, label]), step
+def _shower(bar, label):
+    """show(text, fraction) for a RunProgress: sets the label and the bar (never backwards)."""
+    def show(text: str, fraction: float) -> None:
+        bar.value = max(bar.value, min(int(fraction * _BAR_MAX), _BAR_MAX))
+        label.value = text
+
+    return show
 
 
 WIDGET_OPTIONS = [o for o in SCHEMA if "widget" in o.surfaces]  # one control each, in schema order
@@ -150,7 +158,8 @@ class LabView:
                                      layout=W.Layout(width="100px"))
         self.stop_button = W.Button(description="Stop", icon="stop", disabled=True, layout=W.Layout(width="80px"),
                                     tooltip="stop the running rerun (the kernel's Interrupt does the same)")
-        self.progress = W.IntProgress(min=0, max=_STEPS, value=0, layout=W.Layout(width="160px"))
+        self.progress = W.IntProgress(min=0, max=_BAR_MAX, value=0, layout=W.Layout(width="160px"))
+        self._run_progress: RunProgress | None = None
         self.step = W.Label("")
         self.status = W.HTML("")
         self.run_select = W.Dropdown(description="showing", layout=W.Layout(width="320px"))
@@ -250,6 +259,8 @@ class LabView:
         if worker is None or not worker.is_alive():
             return
         self._cancel.set()
+        if self._run_progress is not None:
+            self._run_progress.stop()  # no tick may overwrite what Stop says
         self.step.value = "stopping..."
         _async_raise(worker)
 
@@ -260,31 +271,40 @@ class LabView:
             worker.join(timeout)
         return not self.running
 
+    def _rerun_label(self, opts: RunOptions) -> str:
+        """A rerun's Compare label: 'rerun of NAME with CHANGES' ('rerun of horizontal with fusion=dataflow'),
+        so the cell's name and the options it was rerun with are not read as one setting."""
+        changes = self._changes(opts)
+        return f"rerun of {self.base_label}" + (f" with {changes}" if changes != "rerun" else "")
+
     def _changes(self, opts: RunOptions) -> str:
-        """What a rerun changed, e.g. 'fusion=memory, no cache' (its Compare label)."""
+        """What a rerun changed, e.g. 'fusion=memory, no cache'."""
         first, new = self.options.to_dict(), opts.to_dict()
         words = [f"{o.word} {'on' if new[o.name] else 'off'}" if o.type is bool else f"{o.name}={new[o.name]}"
                  for o in SCHEMA if o.name in new and first[o.name] != new[o.name]]
         return ", ".join(words) or "rerun"
 
-    def _progress(self, msg: str) -> None:
+    def _check_cancel(self) -> None:
         if self._cancel.is_set():
             raise KeyboardInterrupt("stopped")
-        self.progress.value = min(self.progress.value + 1, self.progress.max - 1)
-        self.step.value = msg
 
     def _work(self, opts: RunOptions) -> None:
         started = time.perf_counter()
-        label = self.table_session.unique_label(f"{self.base_label} · {self._changes(opts)}")
+        label = self.table_session.unique_label(self._rerun_label(opts))
+        progress = self._run_progress = RunProgress(_shower(self.progress, self.step), check=self._check_cancel)
         try:
             try:
-                report, _ = self.runner.run(opts, label=label, progress=self._progress)
+                report, _ = self.runner.run(opts, label=label, progress=progress)
             except KeyboardInterrupt:
+                progress.stop()
                 self.last_error = KeyboardInterrupt("stopped")
+                self.step.value = ""  # "stopping..." is over: the status row says what happened
                 self.status.value = error_html("rerun stopped", "nothing was written back; earlier runs are kept")
                 return
             except BaseException as e:  # noqa: BLE001 - shown in the view; the kernel carries on
+                progress.stop()
                 self.last_error = e
+                self.step.value = ""
                 self.status.value = error_html(f"rerun failed ({type(e).__name__})",
                                                f"{e}\nNotebook variables are unchanged; earlier runs are kept.")
                 return
@@ -295,7 +315,10 @@ class LabView:
             self.refresh_display()
         except KeyboardInterrupt:  # a Stop that landed after the run finished
             self.last_error = KeyboardInterrupt("stopped")
+            self.step.value = ""
         finally:
+            progress.stop()
+            self._run_progress = None
             self._set_running(False)
 
     def _set_running(self, running: bool, msg: str = "") -> None:
@@ -379,7 +402,8 @@ class LabView:
                                      ".backward())</div>")
         else:
             stages = part.stages
-            self.stage_select.options = [(f"{i}: {t.stage}", i) for i, t in enumerate(stages)]
+            # an unchanged sort_waits stage (no collectives) is not listed, as in the static view
+            self.stage_select.options = [(f"{i}: {t.stage}", i) for i, t in part.listed_stages()]
             self.stage_select.value = len(stages) - 1
             self._on_stage()
         self.stage_select.observe(self._on_stage, names="value")
@@ -402,7 +426,7 @@ class LabView:
         hint = ("Press <b>whole trace</b> above to draw every line; the text of any stage: "
                 "<code>print(report.traces(kind)[k])</code> (keep the Report with <code>-o report</code>).")
         self.trace.value = _wrap(code_html(stage, None if self.whole_trace.value else LAZY_LINES,
-                                           how_to_see_all=hint))
+                                           how_to_see_all=hint, anchor=f"tlw{id(self):x}-peak"))
 
     def _on_tab(self, change) -> None:
         if change["new"] == 2 and not self.graph.value:

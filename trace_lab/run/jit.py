@@ -12,10 +12,18 @@ chosen executor, and all its stages are kept on the JitFunction:
 
 Memory measurement is opt-in (``with jfn.measuring(): ...``) so that timing runs
 are not disturbed by it; see :mod:`trace_lab.runtime.measure`.
+
+Compile progress: a JitFunction made inside ``with compile_progress(callback):`` (in that
+thread) calls ``callback(event)`` while it compiles - ``{"event": "part", "part": "forward #0"}``
+when a program part starts (capture and passes), and ``{"event": "region", "part": ..., "done": k,
+"total": n, "region": name}`` before each fused region the executor compiles and once all are
+done (the executor's ``on_region``). Compile time only; a call that compiles nothing says nothing.
+The callback may raise (the notebook's Stop) and the compile ends there.
 """
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, replace
 
 import torch
@@ -28,7 +36,22 @@ from ..options import FUSION_STRATEGIES, Options, check_names, with_signature
 from ..passes import PassContext, run_pipeline
 from ..ir.trace import Trace, node_device
 
-__all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES"]
+__all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES",
+           "compile_progress"]
+
+_PROGRESS = threading.local()  # the compile_progress callback of this thread
+
+
+@contextlib.contextmanager
+def compile_progress(callback):
+    """JitFunctions made in this thread while the block runs report their compiling to ``callback(event)``
+    (see the module docstring); they keep the callback for compiles that happen later (a backward)."""
+    old = getattr(_PROGRESS, "callback", None)
+    _PROGRESS.callback = callback
+    try:
+        yield
+    finally:
+        _PROGRESS.callback = old
 
 # fusion="auto" (the default): what runs no slower than eager PyTorch on each device, measured on an
 # H100 (benchmarks/BENCHMARKS.md): on CUDA, unfused programs are host-bound (one launch per decomposed
@@ -67,6 +90,7 @@ class JitFunction:
         self.calls = 0
         self.dynamo_breaks: list[str] = []  # Dynamo's graph-break messages while nothing was captured
         self.parts_run_in_last_call = 0
+        self.progress = getattr(_PROGRESS, "callback", None)  # compile events (compile_progress)
         _raise_recompile_limits()
         self._compiled = torch.compile(fn, backend=self.session.backend, dynamic=False)
 
@@ -154,6 +178,13 @@ class JitFunction:
             if why not in self.executor_reasons:
                 self.executor_reasons.append(why)
         executor = self._executor(exec_name)
+        say = self.progress
+        label = f"{part.kind} #{program.index}"
+        if say is not None:
+            say({"event": "part", "part": label})
+        executor.on_region = None if say is None else (
+            lambda done, total, name: say({"event": "region", "part": label, "done": done, "total": total,
+                                           "region": name}))
         options = replace(self.options, fusion=fusion)
         # every stage prints its liveness as this executor runs regions (derived stages keep the flag)
         trace = Trace(part.gm, part.kind, "as captured", names, owned_inputs=owned,
