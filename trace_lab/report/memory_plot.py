@@ -16,7 +16,8 @@ Readable at a glance (issue 18):
   first drawn widest, underneath), so two identical curves both show;
 * peak labels are placed by :func:`_place_labels`: each label tries positions
   around its marker, in the renderer's own text boxes, and takes the first that
-  lies inside the axes and overlaps no label placed before it (the axes get
+  lies inside the axes, crosses no curve (if any such place exists; the label has a
+  white backing either way) and overlaps no label placed before it (the axes get
   headroom for them; curves whose peaks coincide share one label, "(N curves)"); a label that finds no place is left to the legend, which
   names every curve's peak anyway. The labels carry SVG ids ``tl-peak-label-K``
   and the legend sits below the axes, so nothing is drawn over the curves;
@@ -105,9 +106,11 @@ def _figure(curves: dict, peaks: dict | None, title: str, xlabel: str, size: tup
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     marks = []  # (label, x, level bytes, colour)
+    plotted = []  # (xs, ys in the unit) of each curve, as drawn
     for k, (label, ys) in enumerate(curves.items()):
         style, width = STYLES[k % len(STYLES)]
         xs, drawn = _envelope(ys)
+        plotted.append((xs, [y / scale for y in drawn]))
         (line,) = ax.step(xs, [y / scale for y in drawn], where="post", label=_plain(label), linewidth=width,
                           linestyle=style, zorder=2 + 0.01 * k)
         color = line.get_color()
@@ -131,17 +134,42 @@ def _figure(curves: dict, peaks: dict | None, title: str, xlabel: str, size: tup
     fig.legend(loc="outside lower center", ncols=min(n, 3), fontsize=8, frameon=False)
     fig.draw_without_rendering()  # lay out once, then keep it: labels are placed in these positions
     fig.set_layout_engine("none")
-    fig.tl_peaks = _place_labels(fig, ax, marks, scale)
+    fig.tl_peaks = _place_labels(fig, ax, marks, scale, plotted)
     return fig
 
 
-def _place_labels(fig, ax, marks, scale) -> list:
+def _step_segments(ax, drawn) -> tuple:
+    """The drawn step curves as axis-aligned segments in display pixels: (horizontal [x0, x1, y],
+    vertical [x, y0, y1]) as numpy arrays."""
+    import numpy as np
+
+    hs, vs = [], []
+    for xs, ys in drawn:
+        pts = ax.transData.transform(np.column_stack([list(xs) + [xs[-1] + 1], list(ys) + [ys[-1]]]))
+        for i in range(len(xs)):
+            hs.append((pts[i][0], pts[i + 1][0], pts[i][1]))
+            if i:
+                vs.append((pts[i][0], pts[i - 1][1], pts[i][1]))
+    return np.array(hs or [(0.0, 0.0, -1e9)]), np.array(vs or [(-1e9, 0.0, 0.0)])
+
+
+def _crosses(box, segments) -> bool:
+    hs, vs = segments
+    h = (hs[:, 2] >= box.y0) & (hs[:, 2] <= box.y1) & (hs[:, 1] >= box.x0) & (hs[:, 0] <= box.x1)
+    lo, hi = vs[:, 1].clip(max=vs[:, 2]), vs[:, 2].clip(min=vs[:, 1])
+    v = (vs[:, 0] >= box.x0) & (vs[:, 0] <= box.x1) & (hi >= box.y0) & (lo <= box.y1)
+    return bool(h.any() or v.any())
+
+
+def _place_labels(fig, ax, marks, scale, drawn=()) -> list:
     """Put each peak's label at the first position around its marker that lies inside the axes and
-    overlaps no label placed before it (higher peaks first); ``(label, x, level, Text or None)`` each."""
+    overlaps no label placed before it (higher peaks first), preferring positions that no curve crosses;
+    ``(label, x, level, Text or None)`` each. ``drawn``: the curves as plotted, [(xs, ys)]."""
     from matplotlib.text import Text
 
     renderer = fig.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
+    segments = _step_segments(ax, drawn)
     near = [(6, 4, "left", "bottom"), (-6, 4, "right", "bottom"), (6, -5, "left", "top"), (-6, -5, "right", "top")]
     far = [(dx, dy + sign * step * 12, ha, va) for step in range(1, 16) for sign in (1, -1)
            for dx, dy, ha, va in near if (dy > 0) == (sign > 0)]
@@ -155,21 +183,28 @@ def _place_labels(fig, ax, marks, scale) -> list:
         color = marks[k][3] if len(members) == 1 else "#444444"
         words = f"peak {format_bytes(level)}" + (f" ({len(members)} curves)" if len(members) > 1 else "")
         text = None
-        for dx, dy, ha, va in near + far:
-            arrow = {"arrowstyle": "-", "color": color, "lw": 0.6, "shrinkA": 0, "shrinkB": 3} if abs(dy) > 6 else None
-            ann = ax.annotate(_plain(words), xy=(x, level / scale), xytext=(dx, dy),
-                              textcoords="offset points", ha=ha, va=va, color=color, fontsize=8,
-                              annotation_clip=False, arrowprops=arrow, zorder=4)
-            ann.update_positions(renderer)
-            box = Text.get_window_extent(ann, renderer)
-            inside = (box.x0 >= frame.x0 + 1 and box.x1 <= frame.x1 - 1 and box.y0 >= frame.y0 + 1
-                      and box.y1 <= frame.y1 - 1)
-            if inside and not any(box.overlaps(other.padded(1)) for other in placed):
-                placed.append(box)
-                ann.set_gid(LABEL_ID.format(k))
-                text = ann
+        for clear_of_curves in (True, False):
+            for dx, dy, ha, va in near + far:
+                arrow = ({"arrowstyle": "-", "color": color, "lw": 0.6, "shrinkA": 0, "shrinkB": 3}
+                         if abs(dy) > 6 else None)
+                ann = ax.annotate(_plain(words), xy=(x, level / scale), xytext=(dx, dy),
+                                  textcoords="offset points", ha=ha, va=va, color=color, fontsize=8,
+                                  annotation_clip=False, arrowprops=arrow, zorder=4)
+                ann.update_positions(renderer)
+                box = Text.get_window_extent(ann, renderer)
+                inside = (box.x0 >= frame.x0 + 1 and box.x1 <= frame.x1 - 1 and box.y0 >= frame.y0 + 1
+                          and box.y1 <= frame.y1 - 1)
+                if inside and not any(box.overlaps(other.padded(1)) for other in placed) and \
+                        not (clear_of_curves and _crosses(box.padded(1), segments)):
+                    placed.append(box)
+                    ann.set_gid(LABEL_ID.format(k))
+                    ann.set_bbox({"boxstyle": "square,pad=0.1", "facecolor": "white", "edgecolor": "none",
+                                  "alpha": 0.8})
+                    text = ann
+                    break
+                ann.remove()
+            if text is not None:
                 break
-            ann.remove()
         for m in members:
             texts[m] = text
             if text is None:  # no free place: the legend names this curve's peak instead
