@@ -134,7 +134,7 @@ def test_notebook_01_run_all_switch_fusion_rerun(lab):
             view().get_by_role("button", name="Rerun").click()
             tab("Compare")
             expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)
-            expect(view().locator(".tl-compare-area tr.tl-row").last).to_contain_text("none · fusion=horizontal")
+            expect(view().locator(".tl-compare-area tr.tl-row").last).to_contain_text("rerun of none with fusion=horizontal")
             _scroll_for_screenshot(lambda: view().locator(".tl-compare-area"))
             page.screenshot(path=str(ARTIFACTS / "notebook01_compare.png"))
             tab("Graph")
