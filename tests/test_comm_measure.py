@@ -30,6 +30,7 @@ def _projection(shape):
 
 def _scenarios():
     from trace_lab.distributed.comm_measure import measure_comm
+    import trace_lab.report.distributed_report  # noqa: F401 - a forkserver worker imports what it uses
     from trace_lab.runtime import wait_hook
 
     ctx = tld.current()

@@ -228,3 +228,18 @@ def test_run_distributed_reports_a_failing_rank():
 def test_fsdp_needs_a_process_group_to_shard():
     with pytest.raises(trace_lab.TraceLabError, match="init_process_group"):
         tld.shard_module(torch.nn.Linear(2, 2))
+
+
+def _module_level_target():
+    return 1
+
+
+def test_auto_start_method_forks_only_what_cannot_be_pickled():
+    from trace_lab.distributed.launcher import _auto_start_method
+
+    every = ["fork", "spawn", "forkserver"]
+    assert _auto_start_method("cpu", (_module_level_target, (), None, None), every) == "forkserver"
+    assert _auto_start_method("cpu", ("result = rank", (), None, {"n": 3}), every) == "forkserver"
+    assert _auto_start_method("cpu", (lambda: 1, (), None, None), every) == "fork"  # a lambda does not pickle
+    assert _auto_start_method("cpu", (_module_level_target, (), None, None), ["fork", "spawn"]) == "fork"
+    assert _auto_start_method("cuda", (_module_level_target, (), None, None), every) == "spawn"

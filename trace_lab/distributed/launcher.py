@@ -1,9 +1,12 @@
 """Launcher: run one function (or one cell's source) on N processes, bring results back.
 
 Design: :func:`run_distributed` starts ``nproc`` workers with
-``torch.multiprocessing`` (``fork`` on CPU where the platform has it, so that
-objects defined in a notebook need no pickling; ``spawn`` for CUDA, which
-cannot be forked), gives each a process group (gloo on CPU, NCCL on GPUs, one
+``torch.multiprocessing``: on CPU ``forkserver`` when the target and its
+arguments pickle (fresh workers forked from a clean server that has imported
+torch once: forking this process itself is unsafe once it has run threads -
+compiles, widgets, OpenMP - and a forked rank was seen to crash with SIGSEGV
+that way), ``fork`` for objects that only live here (a notebook's functions);
+``spawn`` for CUDA, which cannot be forked. It gives each a process group (gloo on CPU, NCCL on GPUs, one
 GPU per rank, rendezvous over TCP on a free port of 127.0.0.1 only), runs the
 target and sends back, per rank, a :class:`RankResult`: the target's return
 value, its Report as plain data (``Report.to_dict()``: its view model holds the timeline),
@@ -158,6 +161,19 @@ def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace,
             pass
 
 
+def _auto_start_method(device: str, payload, available) -> str:
+    """``spawn`` for CUDA; on CPU ``forkserver`` when ``payload`` pickles, else ``fork`` (see the module doc)."""
+    if device != "cpu":
+        return "spawn"
+    if "forkserver" in available:
+        try:
+            pickle.dumps(payload)
+            return "forkserver"
+        except Exception:  # noqa: BLE001 - a lambda, a notebook's function: only fork can hand it over
+            pass
+    return "fork" if "fork" in available else "spawn"
+
+
 def run_distributed(target, nproc: int = 2, *, args: tuple = (), kwargs: dict | None = None,
                     namespace: dict | None = None, backend: str = "auto", device: str = "auto",
                     timeout_s: float = 600.0, start_method: str = "auto") -> DistributedRun:
@@ -170,7 +186,9 @@ def run_distributed(target, nproc: int = 2, *, args: tuple = (), kwargs: dict | 
         raise TraceLabError(f"run_distributed: target must be a callable or source text, got {type(target).__name__}")
     backend, device = _choose(backend, device, nproc)
     if start_method == "auto":
-        start_method = "fork" if device == "cpu" and "fork" in mp.get_all_start_methods() else "spawn"
+        start_method = _auto_start_method(device, (target, args, kwargs, namespace), mp.get_all_start_methods())
+    if start_method == "forkserver":
+        mp.set_forkserver_preload(["torch", "trace_lab.distributed.launcher"])
     ctx = mp.get_context(start_method)
     queue = ctx.SimpleQueue()
     port = free_port()
