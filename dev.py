@@ -145,11 +145,24 @@ def run(cmd: list[str], **kw) -> int:
     return subprocess.run(cmd, cwd=ROOT, env=env, **kw).returncode
 
 
+def parallel_args(args: list[str]) -> list[str]:
+    """pytest-xdist workers, one per core up to 4, unless the caller chose (-n, -p no:xdist, or a debugger).
+
+    The suite is mostly single-threaded Python (Dynamo, the passes, notebook kernels, a browser), so two
+    workers on CI's 2 cores take ~2/3 of the serial time. ``--dist loadscope`` keeps a module's tests
+    (and its module-scoped fixtures, e.g. the distributed runs) in one worker.
+    """
+    if any(a == "-n" or a.startswith("-n") or a.startswith("--numprocesses") or "xdist" in a or a == "--pdb"
+           for a in args):
+        return []
+    return ["-n", str(max(1, min(4, os.cpu_count() or 1))), "--dist", "loadscope"]
+
+
 def cmd_test(args: list[str]) -> int:
     ensure_env()
     ensure_nvfuser()
     ensure_system_packages()
-    rc = run([str(PY), "-m", "pytest", *args])
+    rc = run([str(PY), "-m", "pytest", *parallel_args(args), *args])
     if rc == 5:
         print("[dev.py] pytest collected no tests: that is a failure here", flush=True)
         return 1
