@@ -154,7 +154,7 @@ class CellProgram:
     def build(self, user_ns: dict, value_name: str | None = None):
         """(function, args): the cell as a function of its inputs, and their current values."""
         params = self.inputs(user_ns)
-        body = copy.deepcopy(self._module.body)
+        body = _explicit_magic_scope(copy.deepcopy(self._module.body), [*params, *self.assigned])
         pre = [ast.Assign(targets=[ast.Name(n, ast.Store())], value=ast.Name(_UNBOUND_NAME, ast.Load()))
                for n in self.assigned if n not in params]
         ret = ast.Return(ast.Dict(keys=[ast.Constant(n) for n in self.assigned],
@@ -476,6 +476,26 @@ def run_line_magic(local_ns: dict, magic: str, line: str, names: tuple = ()):
 
 
 _MISSING = object()
+
+
+def _explicit_magic_scope(body: list, names: list[str]) -> list:
+    """``run_line_magic(locals(), ...)`` -> ``run_line_magic({'a': a, ...}, ...)`` over the cell function's
+    own names (its inputs, and what it binds, pre-bound to UNBOUND). ``locals()`` in a frame that Dynamo
+    traces is not the frame's locals on every torch (2.11 dropped names bound by the graph before the
+    break), so the scope handed to ``%time`` is spelled out."""
+    scope = ast.Dict(keys=[ast.Constant(n) for n in dict.fromkeys(names)],
+                     values=[ast.Name(n, ast.Load()) for n in dict.fromkeys(names)])
+
+    class Spell(ast.NodeTransformer):
+        def visit_Call(self, node):
+            self.generic_visit(node)
+            if (isinstance(node.func, ast.Name) and node.func.id == _MAGIC_NAME and node.args
+                    and isinstance(node.args[0], ast.Call) and isinstance(node.args[0].func, ast.Name)
+                    and node.args[0].func.id == "locals"):
+                node.args[0] = copy.deepcopy(scope)
+            return node
+
+    return [Spell().visit(stmt) for stmt in body]
 
 
 def _line_magic_outside_dynamo():
