@@ -144,3 +144,23 @@ def test_replicated_without_fsdp_and_errors_keep_state(ip):
     # an option that cannot work is refused before any process starts
     result = ip.run_cell("%%thunder_trace --nproc 2 --fsdp zero3 --executor eager\ns = (a * 2).sum()")
     assert isinstance(result.error_in_exec, UsageError) and "no nn.Module" in str(result.error_in_exec)
+
+
+def test_unforkable_kernel_sends_a_notebook_class_by_value(ip, monkeypatch):
+    """Where a fork could not run autograd (some torch builds after a backward), the cell and a module whose
+    class was defined in the notebook travel by value to forkserver workers; losses match eager here."""
+    import trace_lab.notebook.distributed as nd
+
+    monkeypatch.setattr(nd, "autograd_survives_fork", lambda: False)
+    assert ip.run_cell("class NotebookNet(torch.nn.Module):\n"
+                       "    def __init__(self):\n        super().__init__()\n"
+                       "        self.lin = torch.nn.Linear(8, 4)\n"
+                       "    def forward(self, x):\n        return torch.tanh(self.lin(x))\n"
+                       "torch.manual_seed(0)\nnet = NotebookNet()\nxin = torch.randn(3, 8)").success
+    expected = torch.tanh(ip.user_ns["net"].lin(ip.user_ns["xin"])).sum().item()  # eager, here
+    result = ip.run_cell("%%thunder_trace --nproc 2 --executor eager --runs 1 -o prep\n"
+                         "out = net(xin).sum()\nout.backward()")
+    assert result.success, result.error_in_exec
+    for r in ip.user_ns["prep"].ranks:
+        assert math.isclose(r["scalars"]["out"], expected, rel_tol=1e-6) and r["ok"] is True, r
+

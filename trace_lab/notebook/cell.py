@@ -43,6 +43,9 @@ class _Unbound:
     def __repr__(self) -> str:
         return "<unbound>"
 
+    def __reduce__(self):  # one marker in every process: a rank that unpickles the cell compares by identity
+        return "UNBOUND"
+
 
 UNBOUND = _Unbound()
 _TYPE_PARAMS = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}  # Python >= 3.12

@@ -22,6 +22,13 @@ printed stages, graphs and timeline (:mod:`trace_lab.report.view_model`). The pa
 binds are NOT written back (they lived in the workers); the notebook is never
 touched, so a failure in any rank leaves it as it was.
 
+Where this kernel cannot be forked safely - some torch builds refuse autograd in a
+child forked after the parent ran a backward ("Unable to handle autograd's threading
+in combination with fork-based multiprocessing"; seen with torch 2.11's CUDA build on
+a CPU machine), which :func:`autograd_survives_fork` finds out with one throwaway
+fork - the function and its inputs travel by value instead (``cloudpickle``: classes
+and functions defined in the notebook included) to workers started by a forkserver.
+
 CUDA inputs are refused with an explanation: CUDA cannot be used in forked
 processes, and a spawned worker cannot receive a function defined in a notebook.
 """
@@ -104,6 +111,54 @@ def run_cell_rank(fn, args, options: dict, label: str) -> dict:
     return out
 
 
+def run_pickled_cell_rank(payload: bytes, options: dict, label: str) -> dict:
+    """:func:`run_cell_rank` for a forkserver worker: the cell function and its inputs by value."""
+    import pickle
+
+    fn, args = pickle.loads(payload)
+    return run_cell_rank(fn, args, options, label)
+
+
+def autograd_survives_fork() -> bool:
+    """Whether a child forked from this process now can run a backward (one throwaway fork, ~0.1 s)."""
+    import os
+
+    if not hasattr(os, "fork"):
+        return False
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the kernel's code
+        code = 1
+        try:
+            x = torch.ones(2, requires_grad=True)
+            (x * 2).sum().backward()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def _launch(fn, args, options: dict, label: str, nproc: int):
+    """Fork the ranks (the function and inputs shared as they are), or, where a fork could not run autograd,
+    send them by value to forkserver workers."""
+    from ..distributed import run_distributed
+
+    if autograd_survives_fork():
+        return run_distributed(run_cell_rank, nproc, args=(fn, args, options, label), device="cpu",
+                               backend="gloo", start_method="fork")
+    import cloudpickle
+
+    try:
+        payload = cloudpickle.dumps((fn, args))
+    except Exception as e:  # noqa: BLE001 - say what could not travel
+        raise TraceLabError(
+            f"--nproc {nproc}: this kernel cannot be forked after a backward with this torch build, and the cell or "
+            f"its inputs cannot be sent to fresh workers ({type(e).__name__}: {e}). Restart the kernel and run the "
+            "--nproc cell before any backward, or run trace_lab.distributed.run_distributed from a script.") from None
+    return run_distributed(run_pickled_cell_rank, nproc, args=(payload, options, label), device="cpu",
+                           backend="gloo", start_method="forkserver")
+
+
 def _headline(tb: str) -> str:
     """The exception line at the end of a formatted traceback."""
     lines = [ln for ln in tb.strip().splitlines() if ln and not ln.startswith(" ")]
@@ -113,7 +168,6 @@ def _headline(tb: str) -> str:
 def run_cell_distributed(fn, args, options: RunOptions, label: str, progress=None):
     """Run the cell function on ``options.nproc`` ranks (1 with only ``--fsdp``) -> DistributedReport."""
     from ..run.compare import reachable_tensors
-    from ..distributed import run_distributed
     from ..report.distributed_report import DistributedReport
 
     nproc = options.nproc or 1
@@ -128,8 +182,7 @@ def run_cell_distributed(fn, args, options: RunOptions, label: str, progress=Non
     say = progress or (lambda msg: None)
     say(f"running the cell in {nproc} process{'es' if nproc > 1 else ''} (gloo on CPU)")
     try:
-        run = run_distributed(run_cell_rank, nproc, args=(fn, args, options.to_dict(), label), device="cpu",
-                              backend="gloo", start_method="fork")
+        run = _launch(fn, args, options.to_dict(), label, nproc)
     except TraceLabError as e:
         text = str(e)
         rank = text.split("rank ", 1)[1].split(" ", 1)[0] if "rank " in text else "?"
