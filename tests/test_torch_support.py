@@ -36,7 +36,7 @@ def test_a_newer_torch_imports_with_a_warning():
 
 
 def test_the_oldest_and_newest_tested_releases_import_quietly():
-    for version in ("2.11.0+cu130", "2.13.0+cpu"):
+    for version in ("2.11.0+cu130", "2.13.0+cpu", "2.15.0+cu132"):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             torch_support.check_torch(version)
