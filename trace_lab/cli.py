@@ -53,6 +53,19 @@ def run_workloads(names, out: Path, device: str, size: str, fusion: str, executo
     return rows
 
 
+def execute_notebook(nb, workdir: Path, timeout: int):
+    """Run ``nb`` top to bottom in a python3 kernel started in ``workdir``; returns it with its outputs.
+
+    No widget state is stored with it: nbconvert (and GitHub) then show each output's static text/html;
+    with the state saved, nbconvert picks the widget view, which needs require.js and a CDN and is blank
+    offline (issue 18 item 3)."""
+    from nbclient import NotebookClient
+
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
+                   resources={"metadata": {"path": str(workdir)}}).execute()
+    return nb
+
+
 def run_notebooks(out: Path, timeout: int) -> list[dict]:
     root = Path(__file__).resolve().parent.parent / "notebooks"
     rows = []
@@ -60,8 +73,8 @@ def run_notebooks(out: Path, timeout: int) -> list[dict]:
     if not notebooks:
         return rows
     try:
+        import nbclient  # noqa: F401 - execute_notebook's
         import nbformat
-        from nbclient import NotebookClient
         from nbconvert import HTMLExporter
     except ImportError as e:
         _say(f"notebooks skipped: {e.name} is not installed (pip install 'trace_lab[lab]')")
@@ -70,8 +83,7 @@ def run_notebooks(out: Path, timeout: int) -> list[dict]:
         _say(f"notebook {path.name}: executing")
         nb = nbformat.read(path, as_version=4)
         try:
-            NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(root)}}).execute()
+            execute_notebook(nb, root, timeout)
             ok, error = True, None
         except Exception as e:  # noqa: BLE001 - keep the partial notebook
             ok, error = False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"

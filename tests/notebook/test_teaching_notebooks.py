@@ -19,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from trace_lab.cli import execute_notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -35,11 +35,10 @@ def test_the_teaching_notebooks_exist():
 def execute(path: Path, workdir: Path):
     nb = nbformat.read(path, as_version=4)
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRACE_LAB_EXECUTOR="eager", PYTHONUNBUFFERED="1")
-    client = NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(workdir)}})
     old = dict(os.environ)
     os.environ.update(env)  # the kernel inherits this process's environment
     try:
-        client.execute()
+        execute_notebook(nb, workdir, 240)  # as `dev.py lab --headless` executes them
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -77,9 +76,8 @@ def test_notebook_runs_top_to_bottom(path, tmp_path):
         assert html.count('class="tl-row"') >= 1
         # every teaching notebook says its runs match eager PyTorch (issue 18: not "not checked")
         assert "matches eager PyTorch" in _summary(cell), f"not checked against eager:\n{cell.source}"
-    # the widget models were saved with the notebook (a live frontend renders them)
-    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
-    assert any(m.get("model_name") == "TabModel" for m in state.values())
+    # no widget state is saved, so an nbconvert export shows the static report (issue 18 item 3)
+    assert "application/vnd.jupyter.widget-state+json" not in nb.metadata.get("widgets", {})
     assert not any(out.get("output_type") == "error" for c in nb.cells for out in c.get("outputs", []))
     EXTRA_CHECKS.get(path.stem, lambda nb: None)(nb)
 
@@ -268,3 +266,24 @@ def check_wait_sorting(nb):
 EXTRA_CHECKS = {"01_fusion_and_peak_memory": check_fusion_and_peak, "02_compile_time_and_fusion_cache": check_compile_time,
                 "03_copy_heavy_adam": check_copy_heavy_adam, "04_backward_with_checkpointing": check_checkpointing,
                 "05_wait_sorting": check_wait_sorting}
+
+
+def test_an_nbconvert_export_shows_the_static_report(tmp_path):
+    """Issue 18 item 3: the HTML nbconvert makes of an executed notebook holds the report itself (the trace,
+    its live-memory column, the Summary's eager check) as page content, not a widget placeholder that needs a
+    CDN. A small notebook of one traced cell, executed as the headless run executes them."""
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext trace_lab\nimport torch\nx = torch.randn(8, 8)"),
+                nbformat.v4.new_code_cell("%%thunder_trace --executor eager --runs 0\ny = torch.relu(x) * 2 + 1")]
+    path = tmp_path / "export_me.ipynb"
+    nbformat.write(nb, path)
+    executed = execute(path, tmp_path)
+    body, _ = HTMLExporter().from_notebook_node(executed)
+    assert 'type="application/vnd.jupyter.widget-view+json"' not in body  # no view waiting for a widget manager
+    text = unescape(re.sub(r"<[^>]+>", "", body))
+    assert re.search(r"def (forward|inference)\(", text) and "| live" in text
+    assert "matches eager PyTorch" in " ".join(unescape(re.sub(r"<[^>]+>", " ", body)).split())
+    assert 'class="tl-code"' in body
+
