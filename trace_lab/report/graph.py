@@ -105,8 +105,9 @@ def graph_data(trace: Trace, *, highlight_peak: bool = True, collapse_regions: b
     model, notes = plan.model, plan.notes
     live = trace.liveness(materialized_regions)
     head = title or f"{trace.kind} · stage '{trace.stage}' · {len(trace.ops)} ops"
-    peak = (f"peak {format_bytes(live.peak_bytes)} at {live.peak_line.name}" if live.peak_line
-            else f"peak {format_bytes(live.peak_bytes)} at entry")
+    # the peak as everywhere in the report: above the program's inputs
+    peak = (f"peak {format_bytes(live.peak_above_inputs_bytes)} above inputs at {live.peak_line.name}"
+            if live.peak_line else f"peak {format_bytes(live.peak_above_inputs_bytes)} above inputs at entry")
     legend = "red outline: live at the peak · dashed: recomputed · clusters: fused regions" if highlight_peak \
         else "dashed: recomputed · clusters: fused regions"
     nodes = []

@@ -290,7 +290,7 @@ class _Builder:
         if recomputed:
             rows.append(("recomputed", "i"))
         if peak:
-            rows.append((f"peak: {format_bytes(self.live.peak_bytes)} live", "i"))
+            rows.append((f"peak: {format_bytes(self.live.peak_above_inputs_bytes)} above inputs", "i"))
         return rows
 
     def op_attrs(self, node: fx.Node, recomputed: bool, peak: bool) -> dict:
@@ -337,7 +337,7 @@ class _Builder:
         rows = [(f"{names} = {rname}", "b"), (f"{len(inner.ops)} ops: {listed}", "small"),
                 (", ".join(types[:3]) + (" ..." if len(types) > 3 else ""), "small")]
         if peak:
-            rows.append((f"peak: {format_bytes(self.live.peak_bytes)} live", "i"))
+            rows.append((f"peak: {format_bytes(self.live.peak_above_inputs_bytes)} above inputs", "i"))
         self.add_node(nid, rows, shape="box3d", style="filled", fillcolor=PEAK_FILL if peak else color,
                       tooltip=dot_escape(f"fused region {rname} ({len(inner.ops)} ops)"),
                       **({"peripheries": "2"} if peak else {}))
@@ -360,7 +360,7 @@ class _Builder:
         if len(shown) < len(inner.ops):
             label += f" ({len(shown)} shown)"
         if peak:
-            label += f" · peak {format_bytes(self.live.peak_bytes)}"
+            label += f" · peak {format_bytes(self.live.peak_above_inputs_bytes)} above inputs"
         self.m.clusters[rname] = {"label": label, "color": color, "peak": peak}
         outer_arg = dict(zip(inner.inputs, node.args))
         visible: dict[fx.Node, list] = {}
