@@ -128,6 +128,7 @@ def test_notebook_01_run_all_switch_fusion_rerun(lab):
             graph = view().locator(".tl-graph-area .tl-report")
             graph.wait_for(timeout=30_000)
             graph_before = graph.inner_html()
+            _check_graph_widget(page, view().locator(".tl-gw"))
 
             view().locator(".widget-dropdown").filter(
                 has=page.locator("label", has_text=re.compile(r"^fusion$"))).locator("select").select_option("horizontal")
@@ -150,6 +151,46 @@ def test_notebook_01_run_all_switch_fusion_rerun(lab):
             raise
         finally:
             browser.close()
+
+
+def _check_graph_widget(page, gw) -> None:
+    """Issue 18 items 1-2: the graph widget's SVGs are visible inside the panel and the window, not blank;
+    + zooms; side by side shows both graphs within the panel; a click names the op; 'after' shows one."""
+    import io
+
+    from PIL import Image
+    from playwright.sync_api import expect
+
+    gw.locator(".tl-gw-pane svg").first.wait_for(timeout=60_000)
+    gw.scroll_into_view_if_needed()
+    panes = gw.locator(".tl-gw-pane")
+    assert panes.count() == 2  # side by side: before and after
+    box, viewport = gw.bounding_box(), page.viewport_size
+    for i in range(2):
+        view_box = panes.nth(i).locator(".tl-gw-view").bounding_box()
+        svg_box = panes.nth(i).locator("svg").first.bounding_box()
+        assert view_box["x"] >= box["x"] - 1 and view_box["x"] + view_box["width"] <= box["x"] + box["width"] + 1
+        assert view_box["x"] + view_box["width"] <= viewport["width"]  # both panes on screen
+        # fitted on open: the whole graph inside its pane
+        assert svg_box["x"] >= view_box["x"] - 2 and svg_box["x"] + svg_box["width"] <= view_box["x"] + view_box["width"] + 2
+        assert svg_box["y"] >= view_box["y"] - 2 and svg_box["y"] + svg_box["height"] <= view_box["y"] + view_box["height"] + 2
+        pixels = Image.open(io.BytesIO(panes.nth(i).locator(".tl-gw-view").screenshot())).convert("L")
+        dark = sum(1 for v in pixels.getdata() if v < 200)
+        assert dark > 0.002 * pixels.width * pixels.height, f"pane {i} looks blank ({dark} dark pixels)"
+    page.screenshot(path=str(ARTIFACTS / "notebook01_graph_side_by_side.png"))
+    before = float(panes.nth(1).get_attribute("data-scale"))
+    gw.locator("button[data-tool='+']").click()
+    assert float(gw.locator(".tl-gw-pane").nth(1).get_attribute("data-scale")) > 1.2 * before
+    gw.locator("button[data-tool='fit']").click()
+    info = gw.locator(".tl-gw-info")
+    default = info.inner_text()
+    gw.locator(".tl-gw-pane").nth(1).locator("g.node").last.click()
+    expect(info).not_to_have_text(default, timeout=10_000)
+    gw.locator("button[data-mode='after']").click()
+    expect(gw.locator(".tl-gw-pane")).to_have_count(1)
+    page.screenshot(path=str(ARTIFACTS / "notebook01_graph_after_only.png"))
+    gw.locator("button[data-mode='both']").click()
+    expect(gw.locator(".tl-gw-pane")).to_have_count(2)
 
 
 def _scroll_for_screenshot(locate, tries: int = 3) -> None:

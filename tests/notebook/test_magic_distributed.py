@@ -74,7 +74,10 @@ def test_fsdp_zero3_cell_on_two_ranks(ip):
     view.kind_select.value = "backward"
     assert "reduce_scatter_tensor" in text_of(view.trace.value)
     view.tabs.selected_index = 2  # the graph tab lays out the DOT the worker sent
-    assert "tl-gv" in view.graph.value and "graph view failed" not in view.graph.value
+    panes = view.graph_view.panes
+    assert [p["side"] for p in panes] == ["before", "after"] and all("<svg" in p["svg"] or p["dot"] for p in panes)
+    assert "graph view failed" not in view.graph.value and not any(p["note"].startswith("graph view failed")
+                                                                 for p in panes)
     assert "memory" in view.memory.value.lower() and "<svg" in view.memory.value
     assert view.table.value.count('class="tl-row"') == 1
     assert "gather hidden" in str(rep)  # the text form carries the timeline too

@@ -39,6 +39,7 @@ import weakref
 from ..options import SCHEMA
 from ..report.html import (LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html, report_parts,
                            report_html, summary_html)
+from .graph_widget import GraphView
 from .progress import RunProgress
 from .runner import RunOptions
 from .session import Session
@@ -173,11 +174,12 @@ class LabView:
                                           layout=W.Layout(width="130px", display="none"))
         self.summary = W.HTML()
         self.trace = W.HTML()
-        self.graph = W.HTML()
+        self.graph = W.HTML()  # the Graph tab's heading (or why there is no graph)
+        self.graph_view = GraphView()  # the graphs themselves: a widget with its own front end (pan, zoom)
         self.memory = W.HTML()
         self.table = W.HTML()
         self.tabs = W.Tab(children=[self.summary, W.VBox([W.HBox([self.stage_select, self.whole_trace]), self.trace]),
-                                    self.graph, self.memory,
+                                    W.VBox([self.graph, self.graph_view]), self.memory,
                                     self.table])
         self.tabs.titles = ("Summary", "Trace", "Graph", "Memory", "Compare")
         self.widget = W.VBox([
@@ -409,6 +411,7 @@ class LabView:
         self.stage_select.observe(self._on_stage, names="value")
         self._refresh_memory(part)
         self.graph.value = ""
+        self.graph_view.clear()
         if self.tabs.selected_index == 2:
             self._render_graph()
 
@@ -433,19 +436,29 @@ class LabView:
             self._render_graph()
 
     def _render_graph(self) -> None:
-        from ..report.optional_views import graph_view_html
-
         part = self._current_part()
         if part is None:
+            self.graph_view.clear()
             self.graph.value = _wrap('<div class="tl-placeholder">no program for this selection</div>')
             return
+        stages = part.stages
+        self.graph.value = _wrap(
+            f"<h5>{esc(self._shown.label)} &middot; {esc(part.label)}: {esc(stages[0].stage)} ({stages[0].n_ops} "
+            f"lines) &rarr; {esc(stages[-1].stage)} ({stages[-1].n_ops} lines)</h5>")
         key = (id(self._shown), part.label)
-        if key not in self._graph_cache:
-            stages = part.stages
-            head = (f"<h5>{esc(self._shown.label)} &middot; {esc(part.label)}: {esc(stages[0].stage)} ({stages[0].n_ops} "
-                    f"lines) &rarr; {esc(stages[-1].stage)} ({stages[-1].n_ops} lines)</h5>")
-            self._graph_cache[key] = _wrap(head + graph_view_html(part))
-        self.graph.value = self._graph_cache[key]
+        if key not in self._graph_cache:  # dot runs once per part; the window control needs the live traces
+            try:
+                traces = self._shown.report.traces(part.kind, part.program)
+                traces = (traces[0], traces[-1]) if traces else None
+            except Exception:  # noqa: BLE001 - a report loaded from JSON has no traces: no window control
+                traces = None
+            self.graph_view.show(part.graphs, traces)
+            self._graph_cache[key] = (self.graph_view.panes, self.graph_view.window, traces)
+        else:
+            panes, window, traces = self._graph_cache[key]
+            self.graph_view._traces = traces
+            self.graph_view.window = window
+            self.graph_view.panes = panes
 
     # -- display ---------------------------------------------------------------------------
     def static_html(self) -> str:
