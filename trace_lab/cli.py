@@ -44,6 +44,8 @@ def run_workloads(names, out: Path, device: str, size: str, fusion: str, executo
             (out / f"{name}.txt").write_text(str(report) + "\n\n" + "\n\n".join(
                 s.text for s in report.view.stages("forward")[-1:] + report.view.stages("backward")[-1:]))
             rows.append({"workload": name, "ok": report.ok, "summary": dict(report.summary_rows()),
+                         "options": {"device": device, "size": size, "fusion": fusion, "executor": executor,
+                                     "runs": runs},
                          "seconds": time.perf_counter() - started})
             _say(f"{name}: done, {'matches eager' if report.ok else 'DIFFERS from eager'}")
         except Exception as e:  # noqa: BLE001 - one failure must not stop the others
@@ -95,28 +97,59 @@ def run_notebooks(out: Path, timeout: int) -> list[dict]:
     return rows
 
 
-def write_index(out: Path, rows: list[dict], nb_rows: list[dict]) -> Path:
+_INDEX_CSS = ("body{font:14px/1.45 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px;color:#1f2328}"
+              "table{border-collapse:collapse;margin:8px 0 20px}th,td{border:1px solid #d0d7de;padding:4px 8px;"
+              "text-align:left;vertical-align:top}th{background:#f6f8fa}td.num{text-align:right;white-space:nowrap}"
+              ".bad{color:#b00020;font-weight:600}.ok{color:#1a7f37}small{color:#57606a}")
+_SUMMARY_COLUMNS = ("compile", "first run", "steady state", "vs eager")  # and every "peak ..." row
+
+
+def write_index(out: Path, rows: list[dict], nb_rows: list[dict], meta: dict | None = None) -> Path:
+    """``index.html`` (and ``index.json``): one row per workload report (its options, whether it matches
+    eager, its peaks and times, links to its HTML / JSON / text) and one per executed notebook (status,
+    links to the .ipynb and its nbconvert HTML); every name escaped."""
     e = html.escape
+    meta = meta or {}
+    peak_keys = sorted({k for r in rows if "summary" in r for k in r["summary"] if k.startswith("peak")})
+    summary_keys = [k for k in _SUMMARY_COLUMNS if any(k in r.get("summary", {}) for r in rows)]
+    head = ["report", "options", "check"] + peak_keys + summary_keys + ["files"]
     trs = []
     for r in rows:
-        link = f'<a href="{e(r["workload"])}.html">{e(r["workload"])}</a>'
+        name = r["workload"]
+        link = f'<a href="{e(name)}.html">{e(name)}</a>'
+        opts = ", ".join(f"{k}={v}" for k, v in r.get("options", {}).items())
         if "error" in r:
-            trs.append(f"<tr><td>{link}</td><td style='color:#b00020'>{e(r['error'])}</td></tr>")
-        else:
-            s = r["summary"]
-            cells = "; ".join(f"{k}: {v}" for k, v in s.items() if k in ("compile", "steady state", "vs eager")
-                              or k.startswith("peak"))
-            trs.append(f"<tr><td>{link}</td><td>{e(cells)}</td></tr>")
+            trs.append(f"<tr><td>{link}</td><td>{e(opts)}</td><td class='bad' colspan='{len(head) - 2}'>"
+                       f"{e(r['error'])}</td></tr>")
+            continue
+        s = r["summary"]
+        check = "<span class='ok'>matches eager</span>" if r.get("ok") else "<span class='bad'>differs from eager</span>"
+        cells = [link, e(opts), check] + [f"<td class='num'>{e(str(s.get(k, '')))}</td>" for k in peak_keys + summary_keys]
+        files = " · ".join(f'<a href="{e(name)}.{ext}">{ext}</a>' for ext in ("html", "json", "txt"))
+        trs.append("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells)
+                   + f"<td>{files}</td></tr>")
+    table = ("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>" + "".join(trs) + "</table>"
+             if rows else "<p>no workloads were run</p>")
+    nb_trs = []
     for r in nb_rows:
         name = r["notebook"]
         stem = name.rsplit(".", 1)[0]
-        status = "executed" if r["ok"] else f"FAILED: {r['error']}"
-        trs.append(f"<tr><td><a href='{e(stem)}.html'>{e(name)}</a></td><td>{e(status)}</td></tr>")
-    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>trace_lab reports</title></head><body>"
-            "<h2>trace_lab headless lab</h2><table border=1 cellpadding=4>" + "".join(trs) + "</table></body></html>")
+        status = "<span class='ok'>executed</span>" if r["ok"] else f"<span class='bad'>FAILED: {e(str(r['error']))}</span>"
+        nb_trs.append(f"<tr><td><a href='{e(stem)}.html'>{e(stem)}</a></td><td>{status}</td>"
+                      f"<td><a href='{e(name)}'>{e(name)}</a></td></tr>")
+    notebooks = ("<table><tr><th>notebook (nbconvert HTML)</th><th>status</th><th>executed notebook</th></tr>"
+                 + "".join(nb_trs) + "</table>") if nb_rows else "<p>no notebooks were executed</p>"
+    about = " · ".join(f"{e(k)}: {e(str(v))}" for k, v in meta.items())
+    page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>trace_lab reports</title>"
+            f"<style>{_INDEX_CSS}</style></head><body><h2>trace_lab headless lab</h2>"
+            f"<p><small>{about}</small></p><h3>Workloads</h3>"
+            "<p><small>Each report opens offline: Summary, Trace, Graph, Memory and Compare tabs. Peaks are "
+            "above the program's inputs, as in the reports.</small></p>" + table
+            + "<h3>Teaching notebooks</h3>" + notebooks + "</body></html>")
     path = out / "index.html"
     path.write_text(page, encoding="utf-8")
-    (out / "index.json").write_text(json.dumps({"workloads": rows, "notebooks": nb_rows}, indent=2, default=str))
+    (out / "index.json").write_text(json.dumps({"meta": meta, "workloads": rows, "notebooks": nb_rows}, indent=2,
+                                               default=str))
     return path
 
 
@@ -145,7 +178,13 @@ def main(argv=None) -> int:
     rows = run_workloads([w for w in a.workloads.split(",") if w], out, a.device, a.size, a.fusion, a.executor,
                          a.runs)
     nb_rows = [] if a.no_notebooks else run_notebooks(out, a.notebook_timeout)
-    index = write_index(out, rows, nb_rows)
+    import datetime
+    import platform
+
+    meta = {"written": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "torch": torch.__version__,
+            "device": a.device if a.device != "cuda" else f"cuda ({torch.cuda.get_device_name(0)})",
+            "python": platform.python_version()}
+    index = write_index(out, rows, nb_rows, meta)
     _say(f"wrote {index}")
     failed = [r for r in rows if not r["ok"]] + [r for r in nb_rows if not r["ok"]]
     return 1 if failed else 0
