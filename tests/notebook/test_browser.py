@@ -8,6 +8,7 @@ missing and this process may do so; otherwise the test is skipped, saying why.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -48,21 +49,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    pytest.importorskip("playwright.sync_api")
-    browser_path = ensure_chromium()
-    work = tmp_path_factory.mktemp("lab")
-    shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / NOTEBOOK)
+@contextlib.contextmanager
+def jupyter_server(app: str, work: Path, *extra: str):
+    """``jupyter <app>`` ("lab" or "notebook") serving ``work`` on 127.0.0.1 with a fresh token and settings;
+    yields (base URL, token) once it answers, stops it afterwards. Shared by the browser tests."""
     port, token = free_port(), secrets.token_hex(16)
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRACE_LAB_EXECUTOR="eager", JUPYTER_RUNTIME_DIR=str(work / ".rt"),
                JUPYTERLAB_WORKSPACES_DIR=str(work / ".ws"), JUPYTERLAB_SETTINGS_DIR=str(work / ".settings"))
-    log = open(work / "jupyterlab.log", "w")
+    log_path = work / f"jupyter-{app}.log"
+    log = open(log_path, "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+        [sys.executable, "-m", "jupyter", app, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}", "--ServerApp.open_browser=False",
-         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         *(["--allow-root"] if os.geteuid() == 0 else [])],
+         *extra, *(["--allow-root"] if os.geteuid() == 0 else [])],
         env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -73,9 +72,9 @@ def lab(tmp_path_factory):
                 break
             except OSError:
                 if server.poll() is not None or time.time() > deadline:
-                    pytest.fail("JupyterLab did not start:\n" + (work / "jupyterlab.log").read_text()[-3000:])
+                    pytest.fail(f"jupyter {app} did not start:\n" + log_path.read_text()[-3000:])
                 time.sleep(0.5)
-        yield base, token, browser_path
+        yield base, token
     finally:
         server.terminate()
         try:
@@ -83,6 +82,19 @@ def lab(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
         log.close()
+
+
+LAB_ARGS = ("--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    pytest.importorskip("playwright.sync_api")
+    browser_path = ensure_chromium()
+    work = tmp_path_factory.mktemp("lab")
+    shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / NOTEBOOK)
+    with jupyter_server("lab", work, *LAB_ARGS) as (base, token):
+        yield base, token, browser_path
 
 
 def test_notebook_01_run_all_switch_fusion_rerun(lab):

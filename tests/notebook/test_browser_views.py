@@ -15,16 +15,11 @@ Screenshots of each tab go to test-artifacts/ (git-ignored).
 """
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
-from test_browser import ARTIFACTS, ROOT, ensure_chromium, free_port
+from test_browser import ARTIFACTS, LAB_ARGS, ROOT, ensure_chromium, jupyter_server
 
 pytestmark = pytest.mark.browser
 NOTEBOOK = "views_issue18.ipynb"
@@ -43,8 +38,7 @@ CELLS = [
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """A fresh JupyterLab (127.0.0.1, token) serving a folder with this test's notebook (start-up as in
-    test_browser.py)."""
+    """A fresh JupyterLab (127.0.0.1, token) serving a folder with this test's notebook."""
     pytest.importorskip("playwright.sync_api")
     nbformat = pytest.importorskip("nbformat")
     browser_path = ensure_chromium()
@@ -53,35 +47,8 @@ def lab(tmp_path_factory):
     nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, work / NOTEBOOK)
-    port, token = free_port(), secrets.token_hex(16)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TRACE_LAB_EXECUTOR="eager", JUPYTER_RUNTIME_DIR=str(work / ".rt"),
-               JUPYTERLAB_WORKSPACES_DIR=str(work / ".ws"), JUPYTERLAB_SETTINGS_DIR=str(work / ".settings"))
-    log = open(work / "jupyterlab.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={work}", "--ServerApp.open_browser=False",
-         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-         *(["--allow-root"] if os.geteuid() == 0 else [])],
-        env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 90
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
-                break
-            except OSError:
-                if server.poll() is not None or time.time() > deadline:
-                    pytest.fail("JupyterLab did not start:\n" + (work / "jupyterlab.log").read_text()[-3000:])
-                time.sleep(0.5)
+    with jupyter_server("lab", work, *LAB_ARGS) as (base, token):
         yield base, token, browser_path
-    finally:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        log.close()
 
 
 # JS helpers run in the page ------------------------------------------------------------------------

@@ -44,11 +44,14 @@ function makePane(p, height, onTip) {
   }
   const apply = () => { stage.style.transform = `translate(${st.x}px, ${st.y}px) scale(${st.s})`;
                         pane.dataset.scale = String(st.s); };
+  let fitted = false;  // fitted once with a real size; later visibility changes keep the user's zoom
   const fit = () => {
     const W = view.clientWidth || 400, H = view.clientHeight || height;
+    fitted = fitted || view.clientWidth > 0;
     st.s = Math.min(W / st.w, H / st.h);
     st.x = (W - st.w * st.s) / 2; st.y = (H - st.h * st.s) / 2; apply();
   };
+  const fitOnce = () => { if (!fitted) fit(); };
   const zoom = (f, cx, cy) => {
     const W = view.clientWidth, H = view.clientHeight;
     if (cx === undefined) { cx = W / 2; cy = H / 2; }
@@ -83,7 +86,7 @@ function makePane(p, height, onTip) {
       if (tip !== null) onTip(tip);
     }
   });
-  return { pane, fit, zoom, actual };
+  return { pane, fit, fitOnce, zoom, actual };
 }
 
 function render({ model, el: root }) {
@@ -137,15 +140,15 @@ function render({ model, el: root }) {
       winText.textContent = ` lines ${w.first}-${w.last} of ${w.total} `;
       earlier.disabled = w.first <= 0; later.disabled = w.last >= w.total - 1;
     }
-    requestAnimationFrame(() => panes.forEach((p) => p.fit()));
+    requestAnimationFrame(() => panes.forEach((p) => p.fitOnce()));
   };
   model.on("change:panes", draw);
   model.on("change:mode", draw);
   model.on("change:window", draw);
   draw();
-  // a pane in a hidden tab has no size yet: fit again when the widget becomes visible
+  // a pane in a hidden tab has no size yet: fit it when the widget first becomes visible
   const io = new IntersectionObserver((entries) => {
-    if (entries.some((e) => e.isIntersecting)) panes.forEach((p) => p.fit());
+    if (entries.some((e) => e.isIntersecting)) panes.forEach((p) => p.fitOnce());
   });
   io.observe(root);
   return () => io.disconnect();
