@@ -84,6 +84,33 @@ def jupyter_server(app: str, work: Path, *extra: str):
         log.close()
 
 
+@contextlib.contextmanager
+def open_notebook(p, browser_path: str, url: str, failure_png: Path):
+    """Headless Chromium with one 1400x1000 page on ``url`` (a notebook in JupyterLab or Notebook 7), the
+    notebook shown and the kernel picker, if it asks, answered with the notebook's own kernel. Yields the
+    page; on an error the page is saved to ``failure_png`` first; the browser is closed in any case."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    browser = p.chromium.launch(executable_path=browser_path, args=[
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(url)
+        page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
+        select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
+        try:
+            select.wait_for(timeout=15_000)
+            select.click()
+        except PlaywrightTimeout:
+            pass
+        yield page
+    except Exception:
+        page.screenshot(path=str(failure_png))
+        raise
+    finally:
+        browser.close()
+
+
 LAB_ARGS = ("--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
 
 
@@ -98,71 +125,54 @@ def lab(tmp_path_factory):
 
 
 def test_notebook_01_run_all_switch_fusion_rerun(lab):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect, sync_playwright
 
     base, token, browser_path = lab
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            page.goto(f"{base}/lab/workspaces/t{secrets.token_hex(4)}/tree/{NOTEBOOK}?reset&token={token}")
-            page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
-            select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
-            try:  # JupyterLab may ask which kernel to start: the notebook's own (Python 3)
-                select.wait_for(timeout=15_000)
-                select.click()
-            except PlaywrightTimeout:
-                pass
-            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-            # the last cell prints the path of the saved report once everything above has run
-            page.get_by_text("saved reports/01_horizontal.html").wait_for(timeout=240_000)
-            news = page.get_by_role("button", name="No", exact=True)
-            if news.count():  # JupyterLab's "notified about news?" toast
-                news.first.click()
+    url = f"{base}/lab/workspaces/t{secrets.token_hex(4)}/tree/{NOTEBOOK}?reset&token={token}"
+    with sync_playwright() as p, open_notebook(p, browser_path, url, ARTIFACTS / "notebook01_failure.png") as page:
+        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        # the last cell prints the path of the saved report once everything above has run
+        page.get_by_text("saved reports/01_horizontal.html").wait_for(timeout=240_000)
+        news = page.get_by_role("button", name="No", exact=True)
+        if news.count():  # JupyterLab's "notified about news?" toast
+            news.first.click()
 
-            def view():  # the first %%thunder_trace output (re-queried: outputs re-render after a rerun)
-                return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
+        def view():  # the first %%thunder_trace output (re-queried: outputs re-render after a rerun)
+            return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
 
-            def tab(title):
-                view().locator(".lm-TabBar-tab", has_text=title).first.click()
+        def tab(title):
+            view().locator(".lm-TabBar-tab", has_text=title).first.click()
 
-            expect(page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab"))).to_have_count(3)
-            tab("Compare")
-            rows = view().locator(".tl-compare-area tr.tl-row")
-            n_rows = rows.count()
-            assert n_rows == 3  # none, horizontal, memory: every --compare run of the notebook
-            tab("Graph")
-            graph = view().locator(".tl-graph-area .tl-report")
-            graph.wait_for(timeout=30_000)
-            graph_before = graph.inner_html()
-            _check_graph_widget(page, view().locator(".tl-gw"))
+        expect(page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab"))).to_have_count(3)
+        tab("Compare")
+        rows = view().locator(".tl-compare-area tr.tl-row")
+        n_rows = rows.count()
+        assert n_rows == 3  # none, horizontal, memory: every --compare run of the notebook
+        tab("Graph")
+        graph = view().locator(".tl-graph-area .tl-report")
+        graph.wait_for(timeout=30_000)
+        graph_before = graph.inner_html()
+        _check_graph_widget(page, view().locator(".tl-gw"))
 
-            view().locator(".widget-dropdown").filter(
-                has=page.locator("label", has_text=re.compile(r"^fusion$"))).locator("select").select_option("horizontal")
-            view().get_by_role("button", name="Rerun").click()
-            tab("Compare")
-            expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)
-            expect(view().locator(".tl-compare-area tr.tl-row").last).to_contain_text("rerun of none with fusion=horizontal")
-            _scroll_for_screenshot(lambda: view().locator(".tl-compare-area"))
-            page.screenshot(path=str(ARTIFACTS / "notebook01_compare.png"))
-            tab("Graph")
-            graph = view().locator(".tl-graph-area .tl-report")
-            expect(graph).not_to_have_text(graph_before, timeout=30_000)
-            assert "fusion=horizontal" in graph.inner_text()
-            tab("Trace")
-            view().locator(".tl-trace-area .tl-code").wait_for(timeout=30_000)
-            _scroll_for_screenshot(view)
-            page.screenshot(path=str(ARTIFACTS / "notebook01_after_rerun.png"))
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "notebook01_failure.png"))
-            raise
-        finally:
-            browser.close()
+        view().locator(".widget-dropdown").filter(
+            has=page.locator("label", has_text=re.compile(r"^fusion$"))).locator("select").select_option("horizontal")
+        view().get_by_role("button", name="Rerun").click()
+        tab("Compare")
+        expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)
+        expect(view().locator(".tl-compare-area tr.tl-row").last).to_contain_text("rerun of none with fusion=horizontal")
+        _scroll_for_screenshot(lambda: view().locator(".tl-compare-area"))
+        page.screenshot(path=str(ARTIFACTS / "notebook01_compare.png"))
+        tab("Graph")
+        graph = view().locator(".tl-graph-area .tl-report")
+        expect(graph).not_to_have_text(graph_before, timeout=30_000)
+        assert "fusion=horizontal" in graph.inner_text()
+        tab("Trace")
+        view().locator(".tl-trace-area .tl-code").wait_for(timeout=30_000)
+        _scroll_for_screenshot(view)
+        page.screenshot(path=str(ARTIFACTS / "notebook01_after_rerun.png"))
 
 
 def _check_graph_widget(page, gw) -> None:

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from test_browser import ARTIFACTS, NOTEBOOK, ROOT, ensure_chromium, jupyter_server
+from test_browser import ARTIFACTS, NOTEBOOK, ROOT, ensure_chromium, jupyter_server, open_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -26,58 +26,41 @@ def notebook7(tmp_path_factory):
 
 
 def test_notebook7_run_all_tabs_graph_and_rerun(notebook7):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect, sync_playwright
 
     base, token, browser_path = notebook7
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            page.goto(f"{base}/notebooks/{NOTEBOOK}?token={token}")
-            page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
-            select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
-            try:  # the kernel picker, if asked: the notebook's own (Python 3)
-                select.wait_for(timeout=10_000)
-                select.click()
-            except PlaywrightTimeout:
-                pass
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-            page.get_by_text("saved reports/01_horizontal.html").wait_for(timeout=240_000)
+    url = f"{base}/notebooks/{NOTEBOOK}?token={token}"
+    with sync_playwright() as p, open_notebook(p, browser_path, url, ARTIFACTS / "notebook7_failure.png") as page:
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        page.get_by_text("saved reports/01_horizontal.html").wait_for(timeout=240_000)
 
-            def view():
-                return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
+        def view():
+            return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
 
-            def tab(title):
-                view().locator(".lm-TabBar-tab", has_text=title).first.click()
+        def tab(title):
+            view().locator(".lm-TabBar-tab", has_text=title).first.click()
 
-            expect(page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab"))).to_have_count(3)
-            tab("Trace")
-            view().locator(".tl-trace-area .tl-code").wait_for(timeout=30_000)
-            assert re.search(r"def (forward|inference)\(", view().locator(".tl-trace-area").inner_text())
-            tab("Compare")
-            rows = view().locator(".tl-compare-area tr.tl-row")
-            n_rows = rows.count()
-            assert n_rows == 3
-            tab("Graph")
-            gw = view().locator(".tl-gw")
-            gw.locator(".tl-gw-pane svg").first.wait_for(timeout=60_000)
-            expect(gw.locator(".tl-gw-pane svg")).to_have_count(2)
-            before = float(gw.locator(".tl-gw-pane").nth(1).get_attribute("data-scale"))
-            gw.locator("button[data-tool='+']").click()
-            assert float(gw.locator(".tl-gw-pane").nth(1).get_attribute("data-scale")) > 1.2 * before
-            page.screenshot(path=str(ARTIFACTS / "notebook7_graph.png"))
-            view().locator(".widget-dropdown").filter(
-                has=page.locator("label", has_text=re.compile(r"^fusion$"))).locator("select").select_option("horizontal")
-            view().get_by_role("button", name="Rerun").click()
-            tab("Compare")
-            expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)
-            page.screenshot(path=str(ARTIFACTS / "notebook7_after_rerun.png"))
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "notebook7_failure.png"))
-            raise
-        finally:
-            browser.close()
+        expect(page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab"))).to_have_count(3)
+        tab("Trace")
+        view().locator(".tl-trace-area .tl-code").wait_for(timeout=30_000)
+        assert re.search(r"def (forward|inference)\(", view().locator(".tl-trace-area").inner_text())
+        tab("Compare")
+        rows = view().locator(".tl-compare-area tr.tl-row")
+        n_rows = rows.count()
+        assert n_rows == 3
+        tab("Graph")
+        gw = view().locator(".tl-gw")
+        gw.locator(".tl-gw-pane svg").first.wait_for(timeout=60_000)
+        expect(gw.locator(".tl-gw-pane svg")).to_have_count(2)
+        before = float(gw.locator(".tl-gw-pane").nth(1).get_attribute("data-scale"))
+        gw.locator("button[data-tool='+']").click()
+        assert float(gw.locator(".tl-gw-pane").nth(1).get_attribute("data-scale")) > 1.2 * before
+        page.screenshot(path=str(ARTIFACTS / "notebook7_graph.png"))
+        view().locator(".widget-dropdown").filter(
+            has=page.locator("label", has_text=re.compile(r"^fusion$"))).locator("select").select_option("horizontal")
+        view().get_by_role("button", name="Rerun").click()
+        tab("Compare")
+        expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)
+        page.screenshot(path=str(ARTIFACTS / "notebook7_after_rerun.png"))

@@ -19,7 +19,7 @@ import secrets
 
 import pytest
 
-from test_browser import ARTIFACTS, LAB_ARGS, ROOT, ensure_chromium, jupyter_server
+from test_browser import ARTIFACTS, LAB_ARGS, ROOT, ensure_chromium, jupyter_server, open_notebook
 
 pytestmark = pytest.mark.browser
 NOTEBOOK = "views_issue18.ipynb"
@@ -102,90 +102,73 @@ def _inside(inner, outer, slack=1.0) -> bool:
 
 
 def test_trace_memory_and_compare_tabs_show_what_they_promise(lab):
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect, sync_playwright
 
     base, token, browser_path = lab
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        try:
-            page.goto(f"{base}/lab/workspaces/v{secrets.token_hex(4)}/tree/{NOTEBOOK}?reset&token={token}")
-            page.locator(".jp-Notebook").first.wait_for(timeout=60_000)
-            select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
-            try:
-                select.wait_for(timeout=15_000)
-                select.click()
-            except PlaywrightTimeout:
-                pass
-            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
-            page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-            page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-            page.get_by_text("all cells ran").wait_for(timeout=300_000)
-            news = page.get_by_role("button", name="No", exact=True)
-            if news.count():
-                news.first.click()
-            outputs = page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab"))
-            expect(outputs).to_have_count(3)
+    url = f"{base}/lab/workspaces/v{secrets.token_hex(4)}/tree/{NOTEBOOK}?reset&token={token}"
+    with sync_playwright() as p, open_notebook(p, browser_path, url, ARTIFACTS / "views_failure.png") as page:
+        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
+        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+        page.get_by_text("all cells ran").wait_for(timeout=300_000)
+        news = page.get_by_role("button", name="No", exact=True)
+        if news.count():
+            news.first.click()
+        outputs = page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab"))
+        expect(outputs).to_have_count(3)
 
-            def view():  # the horizontal run's output
-                return outputs.nth(1)
+        def view():  # the horizontal run's output
+            return outputs.nth(1)
 
-            def tab(title):
-                view().locator(".lm-TabBar-tab", has_text=title).first.click()
+        def tab(title):
+            view().locator(".lm-TabBar-tab", has_text=title).first.click()
 
-            # -- Trace: jump to the peak; the marker is inside the box and the window ---------------
-            tab("Trace")
-            area = view().locator(".tl-trace-area")
-            area.locator(".tl-code").wait_for(timeout=30_000)
-            jump = area.locator(".tl-jump a")
-            expect(jump).to_have_count(1)
-            jump.click()
-            page.wait_for_timeout(300)
-            found = area.evaluate(PEAK_MARKER_BOX)
-            assert found is not None, "no '<- peak' marker in the Trace tab"
-            assert found["text"].startswith("<- peak") and "above inputs" in found["text"]
-            assert _inside(found["marker"], found["box"]), f"the peak marker is cut off: {found}"
-            assert _inside(found["marker"], [0, 0, *found["view"]]), f"the peak marker is off-screen: {found}"
-            peak_line = area.locator(".tl-pk").first
-            expect(peak_line).to_be_visible()
-            page.screenshot(path=str(ARTIFACTS / "views_trace_peak.png"))
+        # -- Trace: jump to the peak; the marker is inside the box and the window ---------------
+        tab("Trace")
+        area = view().locator(".tl-trace-area")
+        area.locator(".tl-code").wait_for(timeout=30_000)
+        jump = area.locator(".tl-jump a")
+        expect(jump).to_have_count(1)
+        jump.click()
+        page.wait_for_timeout(300)
+        found = area.evaluate(PEAK_MARKER_BOX)
+        assert found is not None, "no '<- peak' marker in the Trace tab"
+        assert found["text"].startswith("<- peak") and "above inputs" in found["text"]
+        assert _inside(found["marker"], found["box"]), f"the peak marker is cut off: {found}"
+        assert _inside(found["marker"], [0, 0, *found["view"]]), f"the peak marker is off-screen: {found}"
+        peak_line = area.locator(".tl-pk").first
+        expect(peak_line).to_be_visible()
+        page.screenshot(path=str(ARTIFACTS / "views_trace_peak.png"))
 
-            # -- Memory: label boxes apart and inside the plot; hover titles per step ----------------
-            tab("Memory")
-            mem = view().locator(".tl-memory-area")
-            mem.locator("svg").first.wait_for(timeout=30_000)
-            mem.locator("svg").first.scroll_into_view_if_needed()
-            boxes = mem.evaluate(LABEL_BOXES)
-            labels = boxes["labels"]
-            assert labels, "no peak label on the memory plot"
-            for i, a in enumerate(labels):
-                assert _inside(a[1:], boxes["frame"]), f"label {a[0]} is clipped by the frame: {a} {boxes['frame']}"
-                for b in labels[i + 1:]:
-                    apart = a[3] <= b[1] or b[3] <= a[1] or a[4] <= b[2] or b[4] <= a[2]
-                    assert apart, f"peak labels overlap: {a} {b}"
-            assert boxes["titles"] and any("<- peak" in t for t in boxes["titles"])
-            assert all(t.startswith(("none: ", "horizontal: ", "memory: ")) for t in boxes["titles"])
-            page.screenshot(path=str(ARTIFACTS / "views_memory.png"))
+        # -- Memory: label boxes apart and inside the plot; hover titles per step ----------------
+        tab("Memory")
+        mem = view().locator(".tl-memory-area")
+        mem.locator("svg").first.wait_for(timeout=30_000)
+        mem.locator("svg").first.scroll_into_view_if_needed()
+        boxes = mem.evaluate(LABEL_BOXES)
+        labels = boxes["labels"]
+        assert labels, "no peak label on the memory plot"
+        for i, a in enumerate(labels):
+            assert _inside(a[1:], boxes["frame"]), f"label {a[0]} is clipped by the frame: {a} {boxes['frame']}"
+            for b in labels[i + 1:]:
+                apart = a[3] <= b[1] or b[3] <= a[1] or a[4] <= b[2] or b[4] <= a[2]
+                assert apart, f"peak labels overlap: {a} {b}"
+        assert boxes["titles"] and any("<- peak" in t for t in boxes["titles"])
+        assert all(t.startswith(("none: ", "horizontal: ", "memory: ")) for t in boxes["titles"])
+        page.screenshot(path=str(ARTIFACTS / "views_memory.png"))
 
-            # -- Compare: fits, or scrolls with the run column in view ---------------------------------
-            tab("Compare")
-            cmp_area = view().locator(".tl-compare-area")
-            expect(cmp_area.locator("tr.tl-row")).to_have_count(3)
-            fit = cmp_area.evaluate(COMPARE_FIT)
-            assert fit["box"][1] <= fit["area"][1] + 1, f"the table's box is wider than its panel: {fit}"
-            if not fit["fits"]:
-                assert fit["scroll"] in ("auto", "scroll"), fit
-                assert fit["firstAfter"][0] >= fit["boxAfter"][0] - 1, f"the run column scrolled away: {fit}"
-                assert fit["lastAfter"][1] <= fit["boxAfter"][1] + 1, f"the last column cannot be reached: {fit}"
-            assert fit["lastTitle"] == "vs eager"
-            text = cmp_area.inner_text()
-            assert "·" not in text and "forward peak" in text
-            page.screenshot(path=str(ARTIFACTS / "views_compare.png"))
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "views_failure.png"))
-            raise
-        finally:
-            browser.close()
+        # -- Compare: fits, or scrolls with the run column in view ---------------------------------
+        tab("Compare")
+        cmp_area = view().locator(".tl-compare-area")
+        expect(cmp_area.locator("tr.tl-row")).to_have_count(3)
+        fit = cmp_area.evaluate(COMPARE_FIT)
+        assert fit["box"][1] <= fit["area"][1] + 1, f"the table's box is wider than its panel: {fit}"
+        if not fit["fits"]:
+            assert fit["scroll"] in ("auto", "scroll"), fit
+            assert fit["firstAfter"][0] >= fit["boxAfter"][0] - 1, f"the run column scrolled away: {fit}"
+            assert fit["lastAfter"][1] <= fit["boxAfter"][1] + 1, f"the last column cannot be reached: {fit}"
+        assert fit["lastTitle"] == "vs eager"
+        text = cmp_area.inner_text()
+        assert "·" not in text and "forward peak" in text
+        page.screenshot(path=str(ARTIFACTS / "views_compare.png"))

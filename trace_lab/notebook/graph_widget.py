@@ -54,6 +54,13 @@ class GraphView(anywidget.AnyWidget):
             return
         self._draw(graphs["before"], graphs["after"])
 
+    def snapshot(self) -> tuple:
+        """What is drawn now, to :meth:`restore` later without running ``dot`` again."""
+        return self.panes, self.window, self._traces
+
+    def restore(self, snapshot: tuple) -> None:
+        self.panes, self.window, self._traces = snapshot[0], snapshot[1], snapshot[2]
+
     def clear(self) -> None:
         self._traces = None
         self.window = {}

@@ -453,12 +453,9 @@ class LabView:
             except Exception:  # noqa: BLE001 - a report loaded from JSON has no traces: no window control
                 traces = None
             self.graph_view.show(part.graphs, traces)
-            self._graph_cache[key] = (self.graph_view.panes, self.graph_view.window, traces)
+            self._graph_cache[key] = self.graph_view.snapshot()
         else:
-            panes, window, traces = self._graph_cache[key]
-            self.graph_view._traces = traces
-            self.graph_view.window = window
-            self.graph_view.panes = panes
+            self.graph_view.restore(self._graph_cache[key])
 
     # -- display ---------------------------------------------------------------------------
     def static_html(self) -> str:
