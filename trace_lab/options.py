@@ -113,7 +113,7 @@ SCHEMA: tuple[Option, ...] = (
            metavar="VAR", help="store the Report in the notebook variable VAR."),
     Option("nproc", int, None, stage="run", surfaces=frozenset({"magic", "cell"}), minimum=1, metavar="N",
            rule="needs at least one process",
-           help="run the cell in N CPU processes (torch.distributed, gloo; forks of this kernel) and show rank 0's "
+           help="run the cell in N CPU processes (torch.distributed, gloo; the cell and its inputs sent by value) and show rank 0's "
                 "report plus every rank's timings and the compute/communication timeline. Every rank runs the whole "
                 "cell on the same inputs: without --fsdp that is N replicas (no data parallelism). Names the cell "
                 "assigns are NOT written back from the workers (numbers and one-element tensors they bound are "

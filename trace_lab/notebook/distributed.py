@@ -1,9 +1,8 @@
 """``%%thunder_trace --nproc N [--fsdp zero2|zero3]``: the cell in N processes, rank 0's report back.
 
 Design. The parent builds the cell function and reads its inputs exactly as for a
-local run, then :func:`trace_lab.distributed.run_distributed` forks N CPU workers
-(gloo; fork shares the function, the notebook namespace it reads and the inputs,
-so nothing is pickled on the way in). :func:`run_cell_rank` runs in each rank: with
+local run, then :func:`trace_lab.distributed.run_distributed` starts N CPU workers
+(gloo; how the function and inputs reach them: below). :func:`run_cell_rank` runs in each rank: with
 ``--fsdp`` it shards every ``nn.Module`` with parameters among the cell's inputs in
 place, as ``trace_lab.jit(model, fsdp=...)`` does with the module it is given
 (:func:`~trace_lab.distributed.sharding.shard_for_jit`; an optimizer among the inputs is
@@ -22,12 +21,14 @@ printed stages, graphs and timeline (:mod:`trace_lab.report.view_model`). The pa
 binds are NOT written back (they lived in the workers); the notebook is never
 touched, so a failure in any rank leaves it as it was.
 
-Where this kernel cannot be forked safely - some torch builds refuse autograd in a
-child forked after the parent ran a backward ("Unable to handle autograd's threading
-in combination with fork-based multiprocessing"; seen with torch 2.11's CUDA build on
-a CPU machine), which :func:`autograd_survives_fork` finds out with one throwaway
-fork - the function and its inputs travel by value instead (``cloudpickle``: classes
-and functions defined in the notebook included) to workers started by a forkserver.
+In practice the function and its inputs travel by value (``cloudpickle``: classes and
+functions defined in the notebook included) to workers started by a forkserver: forking
+a kernel that has run compiles and threads is unsafe (forked ranks died with SIGSEGV
+and SIGABRT under load), and some torch builds refuse autograd in a child forked after
+the parent ran a backward ("Unable to handle autograd's threading in combination with
+fork-based multiprocessing"; torch 2.11's CUDA build on a CPU machine). Only what
+cloudpickle cannot carry is shared by a fork, where :func:`autograd_survives_fork`
+(one throwaway fork) says a child can run autograd.
 
 CUDA inputs are refused with an explanation: CUDA cannot be used in forked
 processes, and a spawned worker cannot receive a function defined in a notebook.
@@ -139,24 +140,28 @@ def autograd_survives_fork() -> bool:
 
 
 def _launch(fn, args, options: dict, label: str, nproc: int):
-    """Fork the ranks (the function and inputs shared as they are), or, where a fork could not run autograd,
-    send them by value to forkserver workers."""
-    from ..distributed import run_distributed
-
-    if autograd_survives_fork():
-        return run_distributed(run_cell_rank, nproc, args=(fn, args, options, label), device="cpu",
-                               backend="gloo", start_method="fork")
+    """Send the cell function and its inputs by value (cloudpickle) to forkserver workers; only what cannot be
+    pickled is shared by forking this kernel, and only where a throwaway fork shows that a child can run
+    autograd. Forking a kernel that has run compiles and threads is unsafe (forked ranks were seen to die with
+    SIGSEGV and SIGABRT under load), so fork is the fallback, not the default."""
     import cloudpickle
+
+    from ..distributed import run_distributed
 
     try:
         payload = cloudpickle.dumps((fn, args))
-    except Exception as e:  # noqa: BLE001 - say what could not travel
-        raise TraceLabError(
-            f"--nproc {nproc}: this kernel cannot be forked after a backward with this torch build, and the cell or "
-            f"its inputs cannot be sent to fresh workers ({type(e).__name__}: {e}). Restart the kernel and run the "
-            "--nproc cell before any backward, or run trace_lab.distributed.run_distributed from a script.") from None
-    return run_distributed(run_pickled_cell_rank, nproc, args=(payload, options, label), device="cpu",
-                           backend="gloo", start_method="forkserver")
+    except Exception as e:  # noqa: BLE001 - only a fork can hand it over
+        why = f"{type(e).__name__}: {e}"
+    else:
+        return run_distributed(run_pickled_cell_rank, nproc, args=(payload, options, label), device="cpu",
+                               backend="gloo", start_method="forkserver")
+    if autograd_survives_fork():
+        return run_distributed(run_cell_rank, nproc, args=(fn, args, options, label), device="cpu",
+                               backend="gloo", start_method="fork")
+    raise TraceLabError(
+        f"--nproc {nproc}: the cell or its inputs cannot be sent to fresh workers ({why}), and this kernel cannot "
+        "be forked after a backward with this torch build. Restart the kernel and run the --nproc cell before any "
+        "backward, or run trace_lab.distributed.run_distributed from a script.")
 
 
 def _headline(tb: str) -> str:
@@ -173,8 +178,8 @@ def run_cell_distributed(fn, args, options: RunOptions, label: str, progress=Non
     nproc = options.nproc or 1
     if any(t.device.type == "cuda" for t in reachable_tensors(fn, args)):
         raise TraceLabError(
-            f"--nproc {nproc}: the cell's inputs are on CUDA, but --nproc runs its workers as forks of this kernel "
-            "(CPU, gloo), and CUDA cannot be used in forked processes. Run trace_lab.distributed.run_distributed "
+            f"--nproc {nproc}: the cell's inputs are on CUDA, but --nproc runs its workers on the CPU "
+            "(gloo). Run trace_lab.distributed.run_distributed "
             "from a script for NCCL runs (benchmarks/ has examples), or move the inputs to the CPU.")
     if options.fsdp and not any(isinstance(a, torch.nn.Module) for a in args):
         raise TraceLabError(f"--fsdp {options.fsdp}: the cell reads no nn.Module from the notebook, so there is "
