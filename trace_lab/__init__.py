@@ -126,11 +126,21 @@ def load_report(path):
     return _load_report(path)
 
 
+def from_thunder(jfn_or_trace, *args, name=None, check=True, **kwargs):
+    """lightning-thunder's own traces (``thunder.jit`` function after a call, or a ``TraceCtx``) as a trace_lab
+    Report: each of Thunder's traces with per-line live memory, its fusions as regions, the graph; given the
+    call's arguments, Thunder's forward and backward measured and checked against eager
+    (:mod:`trace_lab.run.thunder_view`)."""
+    from .run.thunder_view import from_thunder as _from_thunder
+
+    return _from_thunder(jfn_or_trace, *args, name=name, check=check, **kwargs)
+
+
 def load_ipython_extension(ipython):  # pragma: no cover - exercised by the notebook tests
     from .notebook.magics import load_ipython_extension as _load
 
     _load(ipython)
 
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "region_ends", "profile_lines", "region_code", "load_report", "Trace", "Options", "JitFunction",
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "region_ends", "profile_lines", "region_code", "load_report", "from_thunder", "Trace", "Options", "JitFunction",
            "TraceLabError", "FUSION_STRATEGIES"]

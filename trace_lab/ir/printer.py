@@ -83,6 +83,9 @@ def source_line(node: fx.Node) -> str | None:
 
 
 def target_name(target) -> str:
+    printed = getattr(target, "__trace_lab_name__", None)  # a target that says how it prints (a Thunder symbol)
+    if isinstance(printed, str):
+        return printed
     if isinstance(target, torch._ops.OpOverload):
         ns = target.namespace
         base = "aten" if ns == "aten" else f"torch.ops.{ns}"

@@ -23,10 +23,10 @@ from ..ir.printer import format_bytes, plural
 from .parts import materializes_regions, program_parts, summary_parts
 from .view_model import ViewModel, build_view
 
-__all__ = ["Report"]
+__all__ = ["Report", "part_summary"]
 
 
-def _part_summary(part, materialized: bool) -> dict:
+def part_summary(part, materialized: bool) -> dict:
     stages = []
     for t in part.traces:
         live = t.liveness(materialized)
@@ -118,7 +118,7 @@ class Report:
         programs = [{"index": p.index, "reason": p.reason, "inputs": p.input_descriptors} for p in jfn.programs]
         passes = executor_s = 0.0
         for pos, _, part in program_parts(jfn):
-            summary = _part_summary(part, materializes_regions(part))
+            summary = part_summary(part, materializes_regions(part))
             programs[pos][part.kind] = summary
             passes += sum(s["pass_seconds"] for s in summary["stages"])
             executor_s += summary["executor_seconds"]

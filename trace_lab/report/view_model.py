@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, fields
 from ..ir.printer import Line, trace_lines
 from .parts import program_parts
 
-__all__ = ["StageView", "PartView", "ViewModel", "build_view", "line_region", "LINE_FIELDS"]
+__all__ = ["StageView", "PartView", "ViewModel", "build_view", "stage_view", "graphs_of", "line_region", "LINE_FIELDS"]
 
 LINE_FIELDS = [f.name for f in fields(Line)]  # the order of a saved line's row
 
@@ -164,7 +164,8 @@ def stage_view(trace) -> StageView:
     return StageView(trace.kind, trace.stage, len(trace.ops), live.entry_bytes, live.peak_bytes, trace_lines(trace))
 
 
-def _graphs(before, after) -> dict:
+def graphs_of(before, after) -> dict:
+    """The before/after graph data of one part (first and last stage), or why there are none."""
     try:
         from .graph import before_after_data
 
@@ -186,6 +187,6 @@ def _timeline(jfn, comm) -> dict:
 def build_view(jfn, comm: dict | None = None) -> ViewModel:
     """The view model of a run (see the module docstring); ``jfn`` is the JitFunction that ran it."""
     parts = [PartView(f"{part.kind} #{program.index}", part.kind, program.index, pos,
-                      [stage_view(t) for t in part.traces], _graphs(part.traces[0], part.traces[-1]))
+                      [stage_view(t) for t in part.traces], graphs_of(part.traces[0], part.traces[-1]))
              for pos, program, part in program_parts(jfn)]
     return ViewModel(parts, _timeline(jfn, comm))
