@@ -1,0 +1,157 @@
+"""Issue 17's features on a GPU, run once: the paths the CPU suite cannot take.
+
+* ``profile_lines``: the device lane (kernels inside each trace line's range) of a
+  Llama block compiled with the nvFuser executor; the lines' device time summed against
+  the CUDA-event time of the same call;
+* ``region_code``: nvFuser's FusionDefinition of a region;
+* ``saved_for_backward`` and ``region_ends`` of that program (their text);
+* ``export_repro`` of a region on CUDA, the file run in a fresh interpreter;
+* ``predict`` (meta device, CUDA allocator) against the measured peak of ``inspect`` at two sizes.
+
+Each section records its result or its error; the JSON goes to
+benchmarks/results/<date>-<device>-depth-gpu-<commit>.json.
+
+    python3 benchmarks/depth_gpu_check.py [--executor nvfuser] [--sections profile,code,saved,repro,predict]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks._results import git_commit, write_results  # noqa: E402
+
+SECTIONS = ("profile", "code", "saved", "repro", "predict")
+
+
+def _llama(size: str, executor: str):
+    import trace_lab
+    from examples.workloads import get
+
+    model, (x,) = get("llama2").make("cuda", size)
+    jfn = trace_lab.jit(model, fusion="dataflow", executor=executor)
+    out = jfn(x)
+    out.float().sum().backward()
+    torch.cuda.synchronize()
+    return jfn, x
+
+
+def profile(jfn, x) -> dict:
+    import trace_lab
+
+    prof = trace_lab.profile_lines(jfn, x)
+    timed = [ln for ln in prof.lines if ln.device_us > 0]
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    out = jfn(x)
+    out.float().sum().backward()
+    end.record()
+    torch.cuda.synchronize()
+    path = os.path.join(tempfile.mkdtemp(), "lines.json")
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        chrome = f.read()
+    return {"device": prof.device, "lines": len(prof.lines), "lines_with_device_time": len(timed),
+            "device_us_sum": sum(ln.device_us for ln in prof.lines), "host_us_sum": sum(ln.host_us for ln in prof.lines),
+            "call_cuda_event_us": start.elapsed_time(end) * 1e3,
+            "chrome_trace_bytes": len(chrome), "chrome_trace_names_lines": sum(1 for ln in prof.lines[:50] if ln.label in chrome),
+            "text": str(prof)}
+
+
+def code(jfn) -> dict:
+    import trace_lab
+
+    regions = [str(n.target) for n in trace_lab.last_traces(jfn)[-1].ops if n.op == "call_module"]
+    text = trace_lab.region_code(jfn, regions[0])
+    return {"region": regions[0], "regions": len(regions), "chars": len(text), "head": text[:3000]}
+
+
+def saved(jfn) -> dict:
+    import trace_lab
+
+    return {"saved_for_backward": str(trace_lab.saved_for_backward(jfn))[:4000],
+            "region_ends": trace_lab.region_ends(jfn)[:3000]}
+
+
+def repro(jfn) -> dict:
+    import trace_lab
+
+    regions = [str(n.target) for n in trace_lab.last_traces(jfn)[-1].ops if n.op == "call_module"]
+    out = {}
+    for executor in ("inductor",):
+        path = os.path.join(tempfile.mkdtemp(), f"repro_{executor}.py")
+        trace_lab.export_repro(jfn, path, region=regions[0], executor=executor)
+        r = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
+        out[executor] = {"region": regions[0], "rc": r.returncode, "tail": (r.stdout + r.stderr)[-1500:]}
+    return out
+
+
+def predict_vs_measured(executor: str) -> list[dict]:
+    import trace_lab
+    from examples.workloads import get
+
+    rows = []
+    for size in ("small", "full"):
+        model, (x,) = get("llama2").make("cuda", size)
+        pred = trace_lab.predict(model, x, strategies=["dataflow", "memory"], device="cuda")
+        for strategy in ("dataflow", "memory"):
+            model, (x,) = get("llama2").make("cuda", size)
+            rep = trace_lab.inspect(model, x, fusion=strategy, executor=executor, runs=1)
+            for kind in ("forward", "backward"):
+                rows.append({"size": size, "strategy": strategy, "kind": kind,
+                             "predicted_on_meta": pred.peak(strategy, kind),
+                             "predicted_by_inspect": rep.predicted_peak(kind),
+                             "measured": rep.measured_peak(kind), "eager_check_ok": rep.ok})
+            del rep
+            torch.cuda.empty_cache()
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--executor", default="nvfuser")
+    ap.add_argument("--sections", default=",".join(SECTIONS))
+    ap.add_argument("--size", default="full", choices=("small", "full"))
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("depth_gpu_check: needs a CUDA device")
+    result: dict = {"executor": args.executor}
+    wanted = args.sections.split(",")
+    jfn = x = None
+    if set(wanted) & {"profile", "code", "saved", "repro"}:
+        t0 = time.perf_counter()
+        try:
+            jfn, x = _llama(args.size, args.executor)
+            result["compile_and_first_call_seconds"] = time.perf_counter() - t0
+        except Exception as e:  # noqa: BLE001
+            traceback.print_exc()
+            result["llama_error"] = f"{type(e).__name__}: {e}"
+    for name in wanted:
+        if jfn is None and name != "predict":
+            continue
+        t0 = time.perf_counter()
+        try:
+            result[name] = {"profile": lambda: profile(jfn, x), "code": lambda: code(jfn), "saved": lambda: saved(jfn),
+                            "repro": lambda: repro(jfn), "predict": lambda: predict_vs_measured(args.executor)}[name]()
+        except Exception as e:  # noqa: BLE001 - a section that fails is recorded; the others still run
+            traceback.print_exc()
+            result[name] = {"error": f"{type(e).__name__}: {e}"}
+        print(f"[{name}] {time.perf_counter() - t0:.1f} s", flush=True)
+    meta = git_commit()
+    gpu = torch.cuda.get_device_name()
+    label = next((g.lower() for g in ("H100", "H200", "A100") if g in gpu), "cuda")
+    write_results(f"depth-gpu-{meta['commit']}", label, [result], **meta)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
