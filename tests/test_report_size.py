@@ -102,7 +102,7 @@ def test_whole_trace_is_reachable_from_the_page(big):
     # the window: the head, the peak line (marked) and the last line are visible without any script
     visible = _visible_text(trace_tab)
     assert text[-1].strip() in visible and peak_text.strip() in visible and text[0] in visible
-    assert re.search(r'<div class="tl-l tl-pk">.*?' + re.escape(peak_name) + r"</span>", trace_tab)
+    assert re.search(r'<div class="tl-l tl-pk">.*?<code[^>]*>\s*' + re.escape(peak_name) + r" ", trace_tab)
     # gaps say what they hide; the user is told how to see all of it
     assert "not shown here (lines" in trace_tab and f"show all {len(text):,} lines" in trace_tab
     assert "report.save_html(path)" in trace_tab and "print(report.traces(" in trace_tab

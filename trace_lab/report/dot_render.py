@@ -21,7 +21,9 @@ above ``COMPRESS_MIN`` characters is stored gzip + base64 in a hidden element
 and unpacked by the page's script (``DecompressionStream``), the renderer is
 stored the same way (about 0.65 MB instead of 1.3 MB) and
 :func:`viz_loader_html` puts it once on a page for every graph on it (the
-graphs wait on ``window.__tlVizP``). The defaults keep the plain inline forms.
+graphs wait on ``window.__tlVizP``); likewise the CSS and scripts every graph shares
+(:func:`graph_assets_html`, ``shared_assets=False``), and ``dot``'s SVG is stored compacted
+(:mod:`.svg_compact`). The defaults keep the plain inline forms.
 """
 from __future__ import annotations
 
@@ -34,8 +36,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from .packing import INFLATE_JS, pack
+from .svg_compact import compact_svg
 
-__all__ = ["dot_available", "render_svg", "graph_html", "vendored_viz_js", "VIZ_JS_PATH",
+__all__ = ["dot_available", "render_svg", "graph_html", "graph_assets_html", "vendored_viz_js", "VIZ_JS_PATH",
            "DOT_TIMEOUT_S", "viz_loader_html", "COMPRESS_MIN"]
 
 VIZ_JS_PATH = Path(__file__).resolve().parent.parent / "static" / "viz-global.js"
@@ -130,13 +133,15 @@ SVG_PACKED_JS = r"""
 """
 
 # a packed DOT source: unpacked when its <details> opens (or for the layout)
-DOT_PACKED_JS = r"""
+DOT_FN_JS = r"""
 window.__tlDot = window.__tlDot || function (root) {
   var pre = root.querySelector('pre.tl-dot-z');
   pre.__tlText = pre.__tlText || window.__tlInflate(pre.getAttribute('data-tlz')).then(function (t) {
     pre.textContent = t; return t; });
   return pre.__tlText;
 };
+"""
+DOT_PACKED_JS = r"""
 (function () {
   var root = document.getElementById(%(id)s), d = root.querySelector('details.tl-dot-src');
   d.addEventListener('toggle', function () { if (d.open) { window.__tlDot(root); } });
@@ -219,8 +224,14 @@ def _notes_html(digraph) -> str:
     return "".join(f'<div class="tl-graph-notes">{html.escape(n)}</div>' for n in notes)
 
 
+def graph_assets_html() -> str:
+    """What every graph snippet of a page shares (its CSS, the unpacker, pan/zoom, the DOT unpacker), for a
+    page that draws several graphs with ``shared_assets=False``: put it once, before them."""
+    return f"<style>{CSS}</style><script>{INFLATE_JS}{PANZOOM_JS}{DOT_FN_JS}</script>"
+
+
 def graph_html(digraph, *, height: str = "600px", include_js: bool = True, use_dot: bool | None = None,
-               compress: bool = False) -> str:
+               compress: bool = False, shared_assets: bool = True) -> str:
     """A self-contained HTML snippet showing ``digraph`` with pan/zoom.
 
     ``use_dot``: None renders with ``dot`` when available and falls back to the
@@ -228,7 +239,9 @@ def graph_html(digraph, *, height: str = "600px", include_js: bool = True, use_d
     False leaves out the 1.3 MB renderer (for a page that already carries it:
     :func:`viz_loader_html`). ``compress``: store an SVG or DOT source longer
     than ``COMPRESS_MIN`` packed (gzip + base64), unpacked by the page's script.
-    A snippet that needs the renderer carries the attribute ``data-tl-viz``.
+    A snippet that needs the renderer carries the attribute ``data-tl-viz``. ``shared_assets`` False leaves
+    out the CSS and scripts every graph shares (the page carries :func:`graph_assets_html` once). An SVG
+    that ``dot`` laid out is stored through :func:`~.svg_compact.compact_svg` (0.1 pt, no comments).
     """
     src = _source(digraph)
     gid = "tlg-" + uuid.uuid4().hex[:12]
@@ -243,24 +256,26 @@ def graph_html(digraph, *, height: str = "600px", include_js: bool = True, use_d
     else:
         source = f"<details><summary>DOT source</summary><pre>{html.escape(src)}</pre></details>"
     viz_attr = " data-tl-viz='1'" if svg is None else ""
-    head = f"<div class='tl-graph' id='{gid}'{viz_attr}><style>{CSS}</style>{tools}"
+    style = f"<style>{CSS}</style>" if shared_assets else ""
+    head = f"<div class='tl-graph' id='{gid}'{viz_attr}>{style}{tools}"
     viewport = f"<div class='tl-graph-viewport' style='height:{html.escape(height)}'><div class='tl-graph-canvas'>"
-    dot_js = (DOT_PACKED_JS % {"id": _js_string(gid)}) if pack_dot else ""
-    inflate = INFLATE_JS if (pack_dot or compress) else ""
+    dot_js = ((DOT_FN_JS if shared_assets else "") + DOT_PACKED_JS % {"id": _js_string(gid)}) if pack_dot else ""
+    inflate = INFLATE_JS if (pack_dot or compress) and shared_assets else ""
+    pan_zoom = PANZOOM_JS if shared_assets else ""
     if svg is not None:
-        svg = _strip_xml_header(svg)
+        svg = compact_svg(_strip_xml_header(svg), decimals=1, drop_comments=True)
         if compress and len(svg) > COMPRESS_MIN:
             return (head + viewport + "</div><div class='tl-graph-msg'>drawing the graph (its SVG is stored packed in "
                     "this page and unpacked by the page's script)&hellip;</div>"
                     f"<div class='tl-z tl-svg-z' hidden data-tlz='{pack(svg)}'></div></div>" + _notes_html(digraph)
-                    + source + f"<script>{inflate}{PANZOOM_JS}\n{dot_js}{SVG_PACKED_JS % {'id': _js_string(gid)}}"
+                    + source + f"<script>{inflate}{pan_zoom}\n{dot_js}{SVG_PACKED_JS % {'id': _js_string(gid)}}"
                     "</script></div>")
         return (head + viewport + svg + "</div></div>" + _notes_html(digraph) + source
-                + f"<script>{inflate}{PANZOOM_JS}\n{dot_js}"
+                + f"<script>{inflate}{pan_zoom}\n{dot_js}"
                 f"window.__tlPanZoom(document.getElementById({_js_string(gid)}));</script></div>")
     body = _RENDER_PACKED if pack_dot else _RENDER_INLINE % {"dot": _js_string(src)}
     scripts = ((viz_loader_html(compressed=compress) if include_js else "")
-               + f"<script>{inflate}{PANZOOM_JS}\n{dot_js}{RENDER_JS % {'id': _js_string(gid), 'body': body}}</script>")
+               + f"<script>{inflate}{pan_zoom}\n{dot_js}{RENDER_JS % {'id': _js_string(gid), 'body': body}}</script>")
     return (head + viewport + "</div><div class='tl-graph-msg'>laying out the graph in the browser "
             "(WebAssembly Graphviz, offline)&hellip;</div></div>" + _notes_html(digraph) + source + scripts
             + "</div>")

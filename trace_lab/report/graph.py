@@ -39,7 +39,7 @@ import graphviz
 
 from ..ir.printer import format_bytes
 from ..ir.trace import Trace
-from .dot_render import dot_available, graph_html, viz_loader_html
+from .dot_render import dot_available, graph_assets_html, graph_html, viz_loader_html
 from .graph_model import (DEFAULT_MAX_NODES, PEAK_COLOR, _cluster_id, _html_label, _plan, _safe_id, dot_escape,
                           input_kind, is_recomputed, live_at_peak)
 
@@ -187,24 +187,27 @@ def before_after_data(trace_before: Trace, trace_after: Trace, **options) -> tup
 
 
 def graph_view_html(trace_before, trace_after, *, height: str = "600px", use_dot: bool | None = None,
-                    include_js: bool = True, compress: bool = False, **graph_options) -> str:
+                    include_js: bool = True, compress: bool = False, shared_assets: bool = True,
+                    **graph_options) -> str:
     """Before/after graphs of one program, side by side, with a toggle (side by side / before / after).
 
     The renderer is included once when a graph needs it and ``include_js``; ``compress`` as in
     :func:`.dot_render.graph_html`. :func:`graph_pair_html` draws the same from graph data."""
     before, after = before_after_data(trace_before, trace_after, **graph_options)
-    return graph_pair_html(before, after, height=height, use_dot=use_dot, include_js=include_js, compress=compress)
+    return graph_pair_html(before, after, height=height, use_dot=use_dot, include_js=include_js, compress=compress,
+                           shared_assets=shared_assets)
 
 
 def graph_pair_html(before: dict, after: dict, *, height: str = "600px", use_dot: bool | None = None,
-                    include_js: bool = True, compress: bool = False) -> str:
-    """:func:`graph_view_html` from two :func:`graph_data` graphs (e.g. a report's view model)."""
+                    include_js: bool = True, compress: bool = False, shared_assets: bool = True) -> str:
+    """:func:`graph_view_html` from two :func:`graph_data` graphs (e.g. a report's view model); with
+    ``shared_assets`` the graphs' CSS and scripts come once, before both panes (False: the page has them)."""
     vid = "tlgv-" + uuid.uuid4().hex[:12]
     panes = []
     for side, data in (("before", before), ("after", after)):
         title = f"{side}: {data['kind']} · {data['stage']} · {data['ops']} ops"
         panes.append(f"<div class='tl-gv-pane tl-gv-{side}'><h4>{_html.escape(title)}</h4>"
-                     f"{graph_html(digraph(data), height=height, include_js=False, use_dot=use_dot, compress=compress)}"
+                     f"{graph_html(digraph(data), height=height, include_js=False, use_dot=use_dot, compress=compress, shared_assets=False)}"
                      "</div>")
     needs_viz = any("data-tl-viz" in p for p in panes)
     loader = viz_loader_html(compressed=compress) if needs_viz and include_js else ""
@@ -224,7 +227,8 @@ def graph_pair_html(before: dict, after: dict, *, height: str = "600px", use_dot
     refit = (f"<script>document.querySelectorAll('#{vid} input').forEach(function(r){{r.addEventListener('change',"
              f"function(){{document.querySelectorAll('#{vid} .tl-graph').forEach(function(g){{"
              "if(g.__tlFit){g.__tlFit();}});});});</script>")
-    return (f"<div class='tl-gv' id='{vid}'><style>{css}</style>{loader}{''.join(radios)}"
+    assets = graph_assets_html() if shared_assets else ""
+    return (f"<div class='tl-gv' id='{vid}'><style>{css}</style>{assets}{loader}{''.join(radios)}"
             f"<div class='tl-gv-bar'>{''.join(labels)}</div><div class='tl-gv-panes'>{''.join(panes)}</div>"
             f"{refit}</div>")
 

@@ -105,7 +105,7 @@ def _trace_lexer_class():
     """A small pygments lexer for trace text: the traces are regular Python, and a few rules
     lex them ~5x faster than the full PythonLexer (large backward traces stay quick)."""
     from pygments.lexer import RegexLexer, bygroups
-    from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text
+    from pygments.token import Comment, Keyword, Name, Number, Operator, String, Text
 
     class TraceLexer(RegexLexer):
         name = "trace_lab trace"
@@ -119,9 +119,9 @@ def _trace_lexer_class():
             (r"\bfusion\d+\b", Name.Class),
             (r"'[^'\n]*'|\"[^\"\n]*\"", String),
             (r"-?\d+(\.\d*)?([eE][-+]?\d+)?", Number),
-            (r"\w+", Name),
+            (r"\w+", Text),  # names and punctuation have no style: no <span> per token (notebook size)
             (r"[=*+-/]", Operator),
-            (r".", Punctuation),
+            (r".", Text),
         ]}
 
     return TraceLexer
@@ -171,7 +171,7 @@ REGION_HEAD, REGION_TAIL = 16, 4  # a windowed stage's fused region shows this m
 # "show all N lines": unpack the part's data and draw every line of the stage as code_html does
 TRACE_JS = INFLATE_JS + r"""if (!window.__tlTraceInit) { window.__tlTraceInit = true; (function () {
   var R = /(\n)|([ \t]+)|(#[^|\n]*)(\|[^\n]*)|(#[^\n]*)|\b(def|del|return|import|None|True|False)\b|\b((?:aten|torch|operator)(?:\.\w+)+)|\b(fusion\d+)\b|('[^'\n]*'|"[^"\n]*")|(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(\w+)|([=*+-\/])|([\s\S])/y;
-  var CLS = {3: 'c1', 4: 'cs', 5: 'c1', 6: 'k', 7: 'nf', 8: 'nc', 9: 's', 10: 'm', 11: 'n', 12: 'o', 13: 'p'};
+  var CLS = {3: 'c1', 4: 'cs', 5: 'c1', 6: 'k', 7: 'nf', 8: 'nc', 9: 's', 10: 'm', 12: 'o'};  // names, punctuation: plain
   function esc(t) { return t.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'); }  // as pygments
   function attr(t) { return esc(t).replace(/"/g, '&quot;').replace(/'/g, '&#x27;'); }
   function hl(line) {  // tokens of one class in a row are merged, as pygments' formatter does
@@ -604,7 +604,7 @@ def traces_html(report) -> str:
                     f"{esc(_fmt_bytes(t.peak_bytes))} incl. inputs)"
                     + (f" &mdash; same lines as stage {same} (a new title only)" if same != k else ""))
             opened = " open" if k == len(stages) - 1 else ""
-            if data_id is not None and same != k:  # a long part: no second window of the same lines
+            if same != k:  # no second copy of the same lines (every output is stored in the notebook)
                 body = (f'<div class="tl-placeholder">the lines of stage {same} (open it below); only the title '
                         f"differs</div>")
             else:
@@ -626,8 +626,8 @@ def traces_html(report) -> str:
 
 
 def graphs_html(report, max_parts: int = 2) -> str:
-    """Before/after graphs of the first ``max_parts`` program parts. Large SVG / DOT are stored packed and the
-    in-browser renderer (when ``dot`` is absent) is embedded once for all parts."""
+    """Before/after graphs of the first ``max_parts`` program parts. Large SVG / DOT are stored packed; the
+    graphs' CSS and scripts and the in-browser renderer (when ``dot`` is absent) are embedded once for all parts."""
     from .optional_views import graph_view_html
 
     all_parts = report_parts(report)
@@ -635,12 +635,14 @@ def graphs_html(report, max_parts: int = 2) -> str:
     if not parts:
         return '<div class="tl-placeholder">no program was compiled</div>'
     views = [f"<h5>{esc(p.label)}: {esc(p.stages[0].stage)} &rarr; {esc(p.stages[-1].stage)}</h5>"
-             f"{graph_view_html(p, include_js=False, compress=True)}" for p in parts]
-    loader = ""
+             f"{graph_view_html(p, include_js=False, compress=True, shared_assets=False)}" for p in parts]
+    from .dot_render import graph_assets_html
+
+    loader = graph_assets_html()  # the graphs' CSS and scripts, once for every graph of the report
     if any("data-tl-viz" in v for v in views):
         from .render import viz_loader_html
 
-        loader = viz_loader_html(compressed=True)
+        loader += viz_loader_html(compressed=True)
     rest = ""
     if len(all_parts) > max_parts:
         rest = (f'<div class="tl-placeholder">{len(all_parts) - max_parts} more program parts not drawn here: '

@@ -26,7 +26,8 @@ Readable at a glance (issue 18):
   as a tooltip, in a standalone page and in JupyterLab's widget alike (no script).
   The targets are placed with the same transform matplotlib drew with; text is
   escaped. At most ``MAX_HOVER`` targets per curve (a long curve: one per bucket
-  of lines, naming its highest line).
+  of lines, naming its highest line); curves drawn on the same step share its target, and
+  runs whose text there is the same (the same program run twice) share one entry.
 
 :func:`curves_from_traces` builds the inputs from Traces, :func:`curves_from_stages` from a
 report's view model. A curve longer than
@@ -39,6 +40,7 @@ from __future__ import annotations
 import io
 
 from ..ir.printer import format_bytes
+from .svg_compact import compact_svg
 
 __all__ = ["memory_curve_svg", "memory_curve_png", "curves_from_traces", "curves_from_stages"]
 
@@ -242,10 +244,15 @@ def _hover_svg(fig, curves: dict, hover: dict) -> str:
             top, bottom = (ymax_px - y1) * to_pt - 3, (ymax_px - y0) * to_pt + 3
             tip = texts[j] if j < len(texts) else ""
             key = (round(x, 1), round(w, 1), round(top, 1), round(bottom - top, 1))
-            rects.setdefault(key, []).append(f"{label}: {tip}" if len(curves) > 1 else tip)
+            rects.setdefault(key, {}).setdefault(tip, []).append(label)
     if not rects:
         return ""
-    out = [f'<rect x="{x:.2f}" y="{y:.2f}" width="{w:.2f}" height="{h:.2f}"><title>{esc(chr(10).join(tips))}</title>'
+
+    def title(tips: dict) -> str:  # curves with the same text at this place (identical runs) share one entry
+        return "\n".join(f"{', '.join(map(str, labels))}: {tip}" if len(curves) > 1 else tip
+                         for tip, labels in tips.items())
+
+    out = [f'<rect x="{x:.2f}" y="{y:.2f}" width="{w:.2f}" height="{h:.2f}"><title>{esc(title(tips))}</title>'
            f"</rect>" for (x, w, y, h), tips in rects.items()]
     return (f'<g id="tl-hover" fill="#000" fill-opacity="0" pointer-events="all" style="cursor:crosshair">'
             f'{"".join(out)}</g>')
@@ -263,7 +270,7 @@ def memory_curve_svg(curves: dict[str, list[int]], peaks: dict[str, int] | None 
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "trace_lab"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
-    svg = buf.getvalue()
+    svg = compact_svg(buf.getvalue())
     i = svg.find("<svg")
     svg = svg[i:] if i >= 0 else svg
     if hover:

@@ -8,6 +8,7 @@ and ``timeline_svg`` draw them.
 from __future__ import annotations
 
 from ..analysis.timeline import CostModel, estimate_timeline
+from .svg_compact import compact_svg
 
 __all__ = ["report_timeline", "run_timeline", "format_timeline", "timeline_svg", "MEASURED_HEADING"]
 
@@ -70,6 +71,19 @@ def format_timeline(timelines: list[dict]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+def _bars(intervals: list[dict], scale: float) -> list[tuple[float, float]]:
+    """(start, width) bars of one lane and kind, scaled; intervals that touch or overlap are one bar (the
+    same picture: the bars are filled and outlined in one colour) and the SVG stays small (issue 18)."""
+    spans = sorted((x["start"], x["end"]) for x in intervals)
+    merged: list[list[float]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1] + 1e-12:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a * scale, (b - a) * scale) for a, b in merged]
+
+
 def timeline_svg(timeline: dict, title: str = "") -> str:
     """The two lanes and the memory curve of one timeline as an SVG string (matplotlib)."""
     import io
@@ -81,12 +95,10 @@ def timeline_svg(timeline: dict, title: str = "") -> str:
 
     fig, (ax, mem) = plt.subplots(2, 1, figsize=(9, 3.2), sharex=True, gridspec_kw={"height_ratios": [1, 1.3]})
     ms = 1e3
-    ax.broken_barh([(x["start"] * ms, (x["end"] - x["start"]) * ms) for x in timeline["compute"]], (10, 8),
-                   color="#4C72B0")
+    ax.broken_barh(_bars(timeline["compute"], ms), (10, 8), color="#4C72B0")
     colors = {"all_gather": "#DD8452", "reduce_scatter": "#55A868", "all_reduce": "#C44E52"}
     for kind, color in colors.items():
-        ax.broken_barh([(x["start"] * ms, (x["end"] - x["start"]) * ms) for x in timeline["comm"]
-                        if x["kind"] == kind], (0, 8), color=color, label=kind)
+        ax.broken_barh(_bars([x for x in timeline["comm"] if x["kind"] == kind], ms), (0, 8), color=color, label=kind)
     ax.set_yticks([4, 14], ["comm", "compute"])
     ax.set_title(title or f"{timeline['kind']}: overlap {_pct(timeline['overlap_fraction'])}, exposed comm "
                  f"{_ms(timeline['exposed_comm_seconds'])} ms ({timeline['method']})", fontsize=9)
@@ -102,4 +114,4 @@ def timeline_svg(timeline: dict, title: str = "") -> str:
     with matplotlib.rc_context({"svg.hashsalt": "trace_lab"}):  # the same timeline gives the same SVG
         fig.savefig(buf, format="svg", metadata={"Date": None})
     plt.close(fig)
-    return buf.getvalue()
+    return compact_svg(buf.getvalue())
