@@ -60,7 +60,9 @@ def profile(jfn, x) -> dict:
     prof.export_chrome_trace(path)
     with open(path) as f:
         chrome = f.read()
-    return {"device": prof.device, "lines": len(prof.lines), "lines_with_device_time": len(timed),
+    kernels_us = sum(e.self_device_time_total for e in prof._profiler.key_averages()
+                     if e.device_type == torch.autograd.DeviceType.CUDA)
+    return {"all_kernels_us": kernels_us, "device": prof.device, "lines": len(prof.lines), "lines_with_device_time": len(timed),
             "device_us_sum": sum(ln.device_us for ln in prof.lines), "host_us_sum": sum(ln.host_us for ln in prof.lines),
             "call_cuda_event_us": start.elapsed_time(end) * 1e3,
             "chrome_trace_bytes": len(chrome), "chrome_trace_names_lines": sum(1 for ln in prof.lines[:50] if ln.label in chrome),

@@ -66,10 +66,13 @@ def run(name: str, size: str, device: str, prefix: str) -> dict:
             "regions": [str(n.target) for n in stage.ops if n.op == "call_module"], "ops": len(stage.ops),
             "thunder_estimate_bytes": thunder_estimate(thunder_traces[m["kind"]][-1]),
         })
-    html = os.path.join(RESULTS, f"{prefix}-{name}.html")
-    report.save_html(html)
-    row["html"] = os.path.basename(html)
     print(report)
+    html = os.path.join(RESULTS, f"{prefix}-{name}.html")
+    try:
+        report.save_html(html)
+        row["html"] = os.path.basename(html)
+    except Exception as e:  # noqa: BLE001 - the figures above are the result; the page is extra
+        row["html_error"] = f"{type(e).__name__}: {e}"
     return row
 
 
