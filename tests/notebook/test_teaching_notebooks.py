@@ -57,7 +57,10 @@ def outputs(nb, mime):
 def test_notebook_runs_top_to_bottom(path, tmp_path):
     shutil.copy(path, tmp_path / path.name)
     nb = execute(tmp_path / path.name, tmp_path)
-    nbformat.write(nb, tmp_path / f"executed_{path.name}")  # kept for reading the figures
+    executed = tmp_path / f"executed_{path.name}"
+    nbformat.write(nb, executed)  # kept for reading the figures
+    # issue 18: every executed teaching notebook stays under 2 MB (CPU sizes; every output is stored in it)
+    assert executed.stat().st_size < 2_000_000, f"{path.name} executed is {executed.stat().st_size:,} bytes"
     magic_cells = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%thunder_trace")]
     assert magic_cells, "a teaching notebook traces at least one cell"
     for cell in magic_cells:

@@ -37,8 +37,8 @@ import time
 import weakref
 
 from ..options import SCHEMA
-from ..report.html import (LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html, report_parts,
-                           report_html, summary_html)
+from ..report.html import (BARS_LEGEND, LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html,
+                           report_parts, report_html, summary_html)
 from .graph_widget import GraphView
 from .progress import RunProgress
 from .runner import RunOptions
@@ -428,8 +428,9 @@ class LabView:
         self.whole_trace.layout.display = None if long else "none"
         hint = ("Press <b>whole trace</b> above to draw every line; the text of any stage: "
                 "<code>print(report.traces(kind)[k])</code> (keep the Report with <code>-o report</code>).")
-        self.trace.value = _wrap(code_html(stage, None if self.whole_trace.value else LAZY_LINES,
-                                           how_to_see_all=hint, anchor=f"tlw{id(self):x}-peak"))
+        self.trace.value = _wrap(f'<div class="tl-placeholder">{BARS_LEGEND}</div>'
+                                 + code_html(stage, None if self.whole_trace.value else LAZY_LINES,
+                                             how_to_see_all=hint, anchor=f"tlw{id(self):x}-peak"))
 
     def _on_tab(self, change) -> None:
         if change["new"] == 2 and not self.graph.value:

@@ -23,7 +23,9 @@ stored the same way (about 0.65 MB instead of 1.3 MB) and
 :func:`viz_loader_html` puts it once on a page for every graph on it (the
 graphs wait on ``window.__tlVizP``); likewise the CSS and scripts every graph shares
 (:func:`graph_assets_html`, ``shared_assets=False``), and ``dot``'s SVG is stored compacted
-(:mod:`.svg_compact`). The defaults keep the plain inline forms.
+(:mod:`.svg_compact`) without its DOT source beside it (``save_graphs`` writes the ``.dot``;
+without ``dot`` the DOT is what the browser lays out, so it stays). The defaults keep the plain
+inline forms.
 """
 from __future__ import annotations
 
@@ -241,7 +243,8 @@ def graph_html(digraph, *, height: str = "600px", include_js: bool = True, use_d
     than ``COMPRESS_MIN`` packed (gzip + base64), unpacked by the page's script.
     A snippet that needs the renderer carries the attribute ``data-tl-viz``. ``shared_assets`` False leaves
     out the CSS and scripts every graph shares (the page carries :func:`graph_assets_html` once). An SVG
-    that ``dot`` laid out is stored through :func:`~.svg_compact.compact_svg` (0.1 pt, no comments).
+    that ``dot`` laid out is stored through :func:`~.svg_compact.compact_svg` (whole points: under a
+    pixel at 1:1; no comments) and, with ``compress``, without its DOT source (``save_graphs`` writes it).
     """
     src = _source(digraph)
     gid = "tlg-" + uuid.uuid4().hex[:12]
@@ -249,7 +252,13 @@ def graph_html(digraph, *, height: str = "600px", include_js: bool = True, use_d
     tools = ("<div class='tl-graph-tools'><button data-act='in'>+</button><button data-act='out'>&minus;</button>"
              "<button data-act='fit'>fit</button><button data-act='reset'>1:1</button></div>")
     pack_dot = compress and len(src) > COMPRESS_MIN
-    if pack_dot:
+    if compress and svg is not None:  # the laid-out picture is the content; its DOT is one call away
+        pack_dot = False
+        source = ("<details class='tl-dot-src'><summary>DOT source</summary><div>not stored "
+                  "beside the laid-out graph (notebook size): <code>trace_lab.report.graph_export."
+                  "save_graphs(report, folder)</code> writes each graph's <code>.dot</code> and <code>.svg</code>"
+                  "</div></details>")
+    elif pack_dot:
         source = (f"<details class='tl-dot-src'><summary>DOT source ({len(src) / 1024:.0f} KiB, stored packed: shown "
                   "when opened, needs the page's script)</summary>"
                   f"<pre class='tl-dot-z' data-tlz='{pack(src)}'></pre></details>")
@@ -263,7 +272,7 @@ def graph_html(digraph, *, height: str = "600px", include_js: bool = True, use_d
     inflate = INFLATE_JS if (pack_dot or compress) and shared_assets else ""
     pan_zoom = PANZOOM_JS if shared_assets else ""
     if svg is not None:
-        svg = compact_svg(_strip_xml_header(svg), decimals=1, drop_comments=True)
+        svg = compact_svg(_strip_xml_header(svg), decimals=0, drop_comments=True)
         if compress and len(svg) > COMPRESS_MIN:
             return (head + viewport + "</div><div class='tl-graph-msg'>drawing the graph (its SVG is stored packed in "
                     "this page and unpacked by the page's script)&hellip;</div>"

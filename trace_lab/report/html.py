@@ -218,8 +218,8 @@ TRACE_JS = INFLATE_JS + r"""if (!window.__tlTraceInit) { window.__tlTraceInit = 
       var i = r[0], k = r[1], n = r[2], params = r[3], m = k >= 0 ? mem[k] : null, bar, cls = 'tl-l';
       if (m) {
         var pct = (100 * Math.max(m[0] - base, 0) / scale).toFixed(1), hw = (100 * Math.max(m[1] - base, 0) / scale).toFixed(1);
-        var tip = 'live ' + fb(m[0] - base) + ' above inputs after this line (dark bar; ' + fb(m[0]) + ' incl. inputs); allocated ' +
-          fb(m[2]) + ', freed ' + fb(m[3]) + '; while it runs ' + fb(m[1] - base) + ' above inputs (light bar)';
+        var tip = 'after ' + fb(m[0] - base) + ' (' + fb(m[0]) + ' incl. inputs), while it runs ' + fb(m[1] - base) +
+          '; +' + fb(m[2]) + ' -' + fb(m[3]);
         bar = '<span class="tl-bar" title="' + attr(tip) + '"><b style="width:' + hw + '%"></b><i style="width:' + pct + '%"></i></span>';
         if (k === st.peak) { cls = 'tl-l tl-pk'; }
       } else { bar = '<span class="tl-bar tl-nb"></span>'; }
@@ -321,10 +321,14 @@ def _inner_lines(row, capped: bool) -> tuple[list[int], list[int]]:
     return inner[:REGION_HEAD], inner[-REGION_TAIL:]
 
 
+BARS_LEGEND = ("bars: live bytes above the inputs after the line (dark) and while it runs (light); a bar's "
+               "tooltip gives both, the live bytes including the inputs, and what the line allocated (+) and freed (-)")
+
+
 def _bar_tip(live_after, high_water, allocated, freed, base) -> str:
-    return (f"live {_fmt_bytes(live_after - base)} above inputs after this line (dark bar; {_fmt_bytes(live_after)} "
-            f"incl. inputs); allocated {_fmt_bytes(allocated)}, freed {_fmt_bytes(freed)}; while it runs "
-            f"{_fmt_bytes(high_water - base)} above inputs (light bar)")
+    """A bar's tooltip, short (one per op line in every stored output); :data:`BARS_LEGEND` explains it."""
+    return (f"after {_fmt_bytes(live_after - base)} ({_fmt_bytes(live_after)} incl. inputs), while it runs "
+            f"{_fmt_bytes(high_water - base)}; +{_fmt_bytes(allocated)} -{_fmt_bytes(freed)}")
 
 
 def _row_html(shown, row, base, scale, capped: bool = False, anchor: str | None = None) -> str:
@@ -586,7 +590,7 @@ def traces_html(report) -> str:
     parts = report_parts(report)
     if not parts:
         return '<div class="tl-placeholder">no program was compiled</div>'
-    out, lazy = [], False
+    out, lazy = [f'<div class="tl-placeholder">{BARS_LEGEND}</div>'], False
     for part in parts:
         label, stages = part.label, part.stages
         inner = []
@@ -806,19 +810,50 @@ def tabs_html(panels: list[tuple[str, str]]) -> str:
     return "".join(out)
 
 
+PLOT_PACK_MIN = 24_000  # a plot's SVG longer than this is stored packed in the static view (the widget: plain)
+PLOTS_JS = r"""document.querySelectorAll('.tl-svgz:not([data-tld])').forEach(function (el) {
+  el.setAttribute('data-tld', '1');
+  window.__tlInflate(el.getAttribute('data-tlz')).then(function (svg) { el.innerHTML = svg; })
+    .catch(function (e) { el.textContent = 'could not unpack the plot: ' + e; });
+});
+"""
+
+
+def _pack_plots(fragment: str) -> tuple[str, bool]:
+    """``fragment`` with each inline SVG longer than :data:`PLOT_PACK_MIN` stored packed (gzip + base64, a
+    third of the size) in an element the page's script (:data:`PLOTS_JS`) fills; where scripts do not run
+    it says where the figures are. Returns (fragment, whether anything was packed)."""
+    packed = False
+
+    def repl(m) -> str:
+        nonlocal packed
+        if len(m.group(0)) <= PLOT_PACK_MIN:
+            return m.group(0)
+        packed = True
+        return (f"<div class='tl-svgz' data-tlz='{pack(m.group(0))}'><div class='tl-placeholder'>plot stored packed "
+                "(notebook size): drawn by the page's script (an HTML export, <code>report.save_html(path)</code>, "
+                "the live view); the tables give its figures</div></div>")
+
+    return re.sub(r"<svg\b.*?</svg>", repl, fragment, flags=re.S), packed
+
+
 def report_html(report, runs=None) -> str:
     """The whole static view: tabs Summary, Trace, Graph, Memory, Compare.
 
-    ``runs``: [(label, Report)] of the comparison this report belongs to (default: itself).
+    ``runs``: [(label, Report)] of the comparison this report belongs to (default: itself). Large plots
+    (Summary's timeline, Memory) are stored packed (:func:`_pack_plots`): every output is kept in the notebook.
     """
     from .table import report_row
 
     runs = list(runs) if runs else [(report.name, report)]
     rows = [report_row(r, label) for label, r in runs]
-    panels = [("Summary", summary_html(report)), ("Trace", traces_html(report)), ("Graph", graphs_html(report)),
-              ("Memory", memory_html(runs)), ("Compare", compare_html(rows))]
+    summary, packed_summary = _pack_plots(summary_html(report))
+    memory, packed_memory = _pack_plots(memory_html(runs))
+    panels = [("Summary", summary), ("Trace", traces_html(report)), ("Graph", graphs_html(report)),
+              ("Memory", memory), ("Compare", compare_html(rows))]
+    script = f"<script>{INFLATE_JS}{PLOTS_JS}</script>" if packed_summary or packed_memory else ""
     return (f'<div class="tl-report"><style>{css()}</style><h3>trace_lab: {esc(report.name)}</h3>'
-            f"{tabs_html(panels)}</div>")
+            f"{tabs_html(panels)}{script}</div>")
 
 
 def error_html(title: str, message: str) -> str:

@@ -5,7 +5,8 @@ coordinates to 6 decimals, one path command per line, an RDF metadata block (eve
 JSON string of its own in the notebook file). :func:`compact_svg` rewrites the geometry only:
 
 * numbers in path data (``d``), ``points`` and the position / size attributes are rounded to
-  ``decimals`` places (0.01 pt by default: far below a pixel), path commands lose their spaces
+  ``decimals`` places (0.01 pt by default: far below a pixel; ``dot``'s graphs, hundreds of points
+  wide and shown scaled to fit, are stored in whole points), path commands lose their spaces
   and line breaks;
 * whitespace between tags and the ``<metadata>`` block go; comments stay (matplotlib writes each
   text it draws as paths under a comment naming it: the tests and a reader find the labels there)
