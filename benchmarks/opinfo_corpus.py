@@ -1,20 +1,36 @@
 """The OpInfo corpus: PyTorch's own op database run through trace_lab (issue 15).
 
 For every OpInfo in ``torch.testing._internal.common_methods_invocations.op_db`` and its
-CPU sample inputs in float32 and bfloat16: the op runs eagerly (the reference), through
-``torch.compile(backend="aot_eager")`` (ops it cannot run are listed and left out of the
-denominator), and through ``trace_lab.jit(fn, fusion=F, executor=E)`` for every fusion
-strategy F x executor E; forward, and backward where the OpInfo supports autograd for the
-dtype. Every trace_lab run is compared with eager (outputs, gradients, inputs after the
-call) and its predicted peak (liveness model) with the profiler-measured one.
+sample inputs on the device (``--device cpu``, the default, or ``cuda``) in float32 and
+bfloat16: the op runs eagerly (the reference), through ``torch.compile(backend="aot_eager")``
+(ops it cannot run are listed and left out of the denominator), and through
+``trace_lab.jit(fn, fusion=F, executor=E)`` for every fusion strategy F x executor E
+(default on cpu: eager and Inductor; on cuda: nvFuser, ``--configs`` adds Inductor); forward,
+and backward where the OpInfo supports autograd for the dtype. Every trace_lab run is
+compared with eager (outputs, gradients, inputs after the call) and its predicted peak
+(liveness model) with the measured one.
 
     python -m benchmarks.opinfo_corpus                 # sweep: every op, first 2 samples per dtype
     python -m benchmarks.opinfo_corpus --full          # every sample of every op
     python -m benchmarks.opinfo_corpus --subset        # the fixed CI subset (tests/test_opinfo_corpus.py)
     python -m benchmarks.opinfo_corpus --ops add,mm --jobs 2 --timeout 120
+    python -m benchmarks.opinfo_corpus --device cuda --jobs 14 --order categories --max-seconds 420
+    python -m benchmarks.opinfo_corpus --merge a.json b.json   # the table from several runs
 
-Writes ``benchmarks/results/<date>-cpu-opinfo-corpus-<commit>[-subset].json`` and the table
-``benchmarks/CORPUS.md`` (``--no-table`` leaves the table alone; ``--table PATH`` elsewhere).
+Writes ``benchmarks/results/<date>-<device>-opinfo-corpus-<commit>[-subset].json`` (``--out``: a
+file, or a folder for that name) and the table ``benchmarks/CORPUS.md`` (``--no-table`` leaves
+it alone; ``--table PATH`` elsewhere). The table has one section per device; a run or a merge
+rewrites the sections of the devices its rows are from and keeps the others as they are.
+
+Workers and budgets
+-------------------
+Samples run in ``--jobs`` worker processes started with ``spawn`` (never fork: Inductor and
+CUDA are not fork-safe), so on cuda every worker has its own CUDA context on the one GPU and
+its own allocator statistics (the measured peaks are per process). ``--max-seconds`` stops the
+sweep and records what ran; so does SIGTERM. Every ~30 s the sweep prints op keys done / total
+and the elapsed time to stderr and rewrites the results JSON (marked ``"partial"``), so even a
+hard kill leaves what ran on disk. ``--order categories`` interleaves op_db's categories (each
+in a fixed shuffled order) so that a partial sweep reaches every category early.
 
 How a sample is checked
 -----------------------
@@ -26,7 +42,9 @@ How a sample is checked
   checked) with the dtype's defaults, widened to the largest ``toleranceOverride`` that the
   OpInfo's own decorators declare for that dtype (any test).
 * Random ops: an op whose eager output changes with the global seed (dropout, bernoulli...)
-  is compared on shapes, dtypes and devices only, and its row says so.
+  is compared on shapes, dtypes and devices only, and its row says so. On cuda "changes" means
+  beyond the sample's tolerances: CUDA atomics (index_add, scatter_add...) differ run to run
+  within them, and those ops are still compared by value.
 * Uninitialised-memory ops (``UNINITIALISED_OPS``: ``empty``, ``empty_like``, ``empty_permuted``,
   ``empty_strided``, ``new_empty``, ``new_empty_strided``): their output's values are whatever
   the allocator hands back, so outputs (and gradients) are compared on shape, dtype, device and
@@ -35,8 +53,9 @@ How a sample is checked
 * Memory: each configuration is called twice; the first call compiles forward and backward,
   the second runs inside ``jfn.measuring()`` (and is the one compared with eager), which
   records, for every program part run (forward, backward), the liveness prediction and the
-  profiler's measured peak (Inductor compiling a region inside a measuring() block crashes
-  the profiler's stop, see NOTES); they agree when
+  measured peak (CPU: the profiler's allocator events; Inductor compiling a region inside a
+  measuring() block crashes the profiler's stop, see NOTES. CUDA: the worker process's
+  ``torch.cuda.max_memory_allocated``); they agree when
   ``|measured - predicted| <= 1% + 1 KiB``.
 * Classification of failures: ``error`` (an exception; KeyError ``_tensor_constant`` is
   issue 15 defect 1), ``mismatch`` (values differ; when the same mismatch appears with
@@ -59,9 +78,14 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 FUSIONS = ("none", "dataflow", "horizontal", "memory")
-EXECUTORS = ("eager", "inductor")
+EXECUTORS = ("eager", "inductor", "nvfuser")
 ALL_CONFIGS = tuple(f"{f}/{e}" for e in EXECUTORS for f in FUSIONS)
+NVFUSER_CONFIGS = tuple(f"{f}/nvfuser" for f in FUSIONS)
+DEVICES = ("cpu", "cuda")
+# the configurations a sweep runs unless --configs says otherwise (nvFuser runs on CUDA only)
+DEFAULT_CONFIGS = {"cpu": tuple(c for c in ALL_CONFIGS if not c.endswith("/nvfuser")), "cuda": NVFUSER_CONFIGS}
 DTYPES = ("float32", "bfloat16")
+HEARTBEAT_SECONDS = 30.0
 MEMORY_REL, MEMORY_ABS = 0.01, 1024  # the README's stated tolerance
 # op_db names whose output is uninitialised memory: compared on shape/dtype/device/strides only
 UNINITIALISED_OPS = ("empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided")
@@ -96,6 +120,12 @@ NOTES = [
     "function itself and compares shapes/dtypes only (their values depend on the generator stream).",
 ]
 
+CUDA_NOTES = [
+    "Each configuration's first call compiles (forward and backward; nvFuser compiles its fusions ahead of the "
+    "first run); the second call is measured and compared. Workers are spawned processes sharing the one GPU, "
+    "each with its own CUDA context; a worker whose context hits a sticky CUDA error (illegal address, "
+    "device-side assert) records the sample (`cuda_context_lost` in the JSON) and a fresh worker takes the rest.",
+] + NOTES[1:]
 
 # ---- ops ------------------------------------------------------------------------------------------
 def _ensure_expecttest() -> None:
@@ -226,20 +256,18 @@ def _seed_for(key: str, dtype: str) -> int:
     return zlib.crc32(f"{key}|{dtype}".encode()) & 0x7FFFFFFF
 
 
-def samples(op, key: str, dtype_name: str, backward: bool) -> list:
+def samples(op, key: str, dtype_name: str, backward: bool, device: str = "cpu") -> list:
     import torch
 
     torch.manual_seed(_seed_for(key, dtype_name))
-    return list(op.sample_inputs("cpu", _torch_dtype(dtype_name), requires_grad=backward))
+    return list(op.sample_inputs(device, _torch_dtype(dtype_name), requires_grad=backward))
 
 
-def wants_backward(op, dtype_name: str) -> bool:
-    import torch
-
+def wants_backward(op, dtype_name: str, device: str = "cpu") -> bool:
     if not op.supports_autograd:
         return False
     try:
-        return _torch_dtype(dtype_name) in op.supported_backward_dtypes("cpu")
+        return _torch_dtype(dtype_name) in op.supported_backward_dtypes(device)
     except Exception:  # noqa: BLE001
         return False
 
@@ -329,9 +357,9 @@ class Case:
             diff = [(i, o) for i, o in enumerate(outs) if isinstance(o, torch.Tensor) and o.requires_grad]
             if diff:
                 if self.cotangents is None:  # fixed by the first (eager) run
-                    gen = torch.Generator().manual_seed(1234)
-                    self.cotangents = {i: torch.randn(o.shape, generator=gen, dtype=torch.float32).to(o.dtype)
-                                       for i, o in diff}
+                    gen = torch.Generator().manual_seed(1234)  # on the CPU: the same numbers on every device
+                    self.cotangents = {i: torch.randn(o.shape, generator=gen, dtype=torch.float32).to(
+                        device=o.device, dtype=o.dtype) for i, o in diff}
                 wrt = [t for t, r in zip(ins, self.requires) if r]
                 gs = torch.autograd.grad([o for _, o in diff], wrt, [self.cotangents[i] for i, _ in diff],
                                          allow_unused=True)
@@ -477,11 +505,11 @@ def run_config(case, expected, config: str, rtol, atol, metadata_only: bool) -> 
 
 
 def run_sample(op, key: str, dtype_name: str, index: int, sample, backward: bool, configs,
-               check_aot: bool = True) -> dict:
+               check_aot: bool = True, device: str = "cpu") -> dict:
     import torch
 
     torch._dynamo.reset()
-    row = {"op": key, "dtype": dtype_name, "sample": index, "backward": False,
+    row = {"op": key, "device": device, "dtype": dtype_name, "sample": index, "backward": False,
            "category": category(op), "desc": _describe(sample), "configs": {}}
     started = time.perf_counter()
     try:
@@ -492,19 +520,20 @@ def run_sample(op, key: str, dtype_name: str, index: int, sample, backward: bool
     except Exception as e:  # noqa: BLE001
         row.update(eager="error", eager_error=_first_line(e))
         return row
-    # random / nondeterministic ops: eager differs from itself under another seed
+    rtol, atol = tolerances(op, _torch_dtype(dtype_name))
+    row["rtol"], row["atol"] = rtol, atol
+    # random ops: eager differs from itself under another seed; on cuda beyond the tolerances (within
+    # them: a nondeterministic reduction order, CUDA atomics, which the value comparison allows)
     try:
         torch.manual_seed(1)
         again = case.run(case.fn)
-        random_op = compare(again, expected, 0, 0) is not None
+        random_op = compare(again, expected, *((rtol, atol) if device == "cuda" else (0, 0))) is not None
     except Exception:  # noqa: BLE001
         random_op = False
     row["random"] = random_op
     uninitialised = op.name in UNINITIALISED_OPS
     row["uninitialised"] = uninitialised
     metadata_only = "strides" if uninitialised else random_op
-    rtol, atol = tolerances(op, _torch_dtype(dtype_name))
-    row["rtol"], row["atol"] = rtol, atol
     if check_aot:
         status, detail = aot_eager_check(case)
         row["aot_eager"] = status
@@ -547,13 +576,39 @@ def _describe(sample) -> str:
 
 
 # ---- workers --------------------------------------------------------------------------------------
-def _worker(tasks, results, threads: int):
+def device_info(device: str) -> dict:
+    """What a results file says about the device: its name (the GPU's), and nvFuser's version on cuda."""
+    import torch
+
+    if device != "cuda":
+        return {"device_name": "cpu"}
+    info = {"device_name": torch.cuda.get_device_name()}
+    from trace_lab.executors.nvfuser_import import unavailable_reason
+
+    reason = unavailable_reason()
+    if reason:
+        info["nvfuser"] = f"unavailable: {reason}"
+    else:
+        try:
+            from importlib import metadata
+
+            info["nvfuser"] = next((f"{d.metadata['Name']} {d.version}" for d in metadata.distributions()
+                                    if (d.metadata.get("Name") or "").lower().startswith("nvfuser")), "importable")
+        except Exception:  # noqa: BLE001
+            info["nvfuser"] = "importable"
+    return info
+
+
+def _worker(tasks, results, threads: int, device: str = "cpu"):
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import warnings
 
     import torch
 
     torch.set_num_threads(threads)
+    if device == "cuda":  # this process's own CUDA context (spawned: nothing inherited from the parent)
+        torch.cuda.init()
+        results.put(("info", os.getpid(), device_info(device)))
     warnings.filterwarnings("ignore")
     import logging
 
@@ -570,9 +625,9 @@ def _worker(tasks, results, threads: int):
             return
         key, dtype_name, indices, configs, check_aot = task
         op = ops[key]
-        backward = wants_backward(op, dtype_name)
+        backward = wants_backward(op, dtype_name, device)
         try:
-            all_samples = samples(op, key, dtype_name, backward)
+            all_samples = samples(op, key, dtype_name, backward, device)
         except Exception as e:  # noqa: BLE001
             results.put(("op-error", pid, key, dtype_name, _first_line(e)))
             results.put(("done", pid, key, dtype_name))
@@ -582,22 +637,50 @@ def _worker(tasks, results, threads: int):
                 continue
             results.put(("start", pid, key, dtype_name, index))
             try:
-                row = run_sample(op, key, dtype_name, index, all_samples[index], backward, configs, check_aot)
+                row = run_sample(op, key, dtype_name, index, all_samples[index], backward, configs, check_aot,
+                                 device)
             except Exception as e:  # noqa: BLE001
-                row = {"op": key, "dtype": dtype_name, "sample": index, "worker_error": _first_line(e),
+                row = {"op": key, "device": device, "dtype": dtype_name, "sample": index,
+                       "worker_error": _first_line(e),
                        "traceback": traceback.format_exc()[-2000:], "configs": {}}
+            lost = _cuda_context_lost() if device == "cuda" else None
+            if lost:
+                row["cuda_context_lost"] = lost
             results.put(("row", pid, row))
+            if lost:  # a sticky CUDA error fails every later call in this process: hand the rest back
+                results.put(("retire", pid, key, dtype_name, index))
+                return
         results.put(("done", pid, key, dtype_name))
 
 
+def _cuda_context_lost() -> str | None:
+    """None while this process's CUDA context works; after a sticky error (illegal address,
+    device-side assert) the error's first line."""
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+        torch.ones(1, device="cuda").add_(1).item()
+    except Exception as e:  # noqa: BLE001
+        return _first_line(e)
+    return None
+
+
 def sweep(tasks: list, jobs: int = 1, timeout: float = 300.0, progress=print, max_seconds: float | None = None,
-          stopped: list | None = None) -> list[dict]:
+          stopped: list | None = None, device: str = "cpu", heartbeat=None, should_stop=None,
+          info: dict | None = None) -> list[dict]:
     """Run ``tasks`` [(op key, dtype, [sample indices], [configs], check_aot)] in ``jobs`` worker
-    processes; a sample that takes longer than ``timeout`` s kills its worker (by pid), is recorded
-    as a timeout, and the rest of its op's samples go back on the queue for a fresh worker."""
+    processes on ``device``; a sample that takes longer than ``timeout`` s kills its worker (by pid),
+    is recorded as a timeout, and the rest of its op's samples go back on the queue for a fresh worker.
+
+    Stops early (``stopped`` gets why) after ``max_seconds`` or when ``should_stop()`` returns a
+    reason. ``heartbeat(rows, state)`` is called every HEARTBEAT_SECONDS with the rows so far and
+    {'keys_done', 'keys', 'tasks_done', 'tasks', 'elapsed'}; ``info`` receives the workers'
+    device description (on cuda)."""
     import multiprocessing as mp
 
-    # spawn, not fork: Inductor compiling in a child forked from a parent that imported torch segfaults
+    # spawn, not fork: Inductor compiling in a child forked from a parent that imported torch segfaults,
+    # and a CUDA context does not survive a fork; every spawned worker makes its own
     ctx = mp.get_context("spawn")
     task_q, result_q = ctx.Queue(), ctx.Queue()
     for t in tasks:
@@ -605,30 +688,57 @@ def sweep(tasks: list, jobs: int = 1, timeout: float = 300.0, progress=print, ma
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs))
     workers: dict = {}
     running: dict = {}  # pid -> (key, dtype, index, started)
+    retired: set = set()  # workers that exit by themselves (CUDA context lost)
     task_of = {(t[0], t[1]): t for t in tasks}
+    open_tasks: dict = {}  # op key -> its tasks not finished yet
+    for t in tasks:
+        open_tasks[t[0]] = open_tasks.get(t[0], 0) + 1
+    n_keys = len(open_tasks)
 
     def spawn():
-        p = ctx.Process(target=_worker, args=(task_q, result_q, threads), daemon=True)
+        p = ctx.Process(target=_worker, args=(task_q, result_q, threads, device), daemon=True)
         p.start()
         workers[p.pid] = p
+
+    def finish(key):
+        open_tasks[key] -= 1
+        return 1
+
+    def requeue_rest(key, dt, idx) -> int:
+        """Put the op's samples after ``idx`` back on the queue; 1 when the task is finished instead."""
+        t = task_of[(key, dt)]
+        rest = [i for i in t[2] if i > idx]
+        if rest:  # the re-queued task reports its own 'done'
+            task_of[(key, dt)] = (key, dt, rest, t[3], t[4])
+            task_q.put(task_of[(key, dt)])
+            return 0
+        return finish(key)
 
     for _ in range(jobs):
         spawn()
     rows: list[dict] = []
     remaining = len(tasks)
-    t0 = time.perf_counter()
+    t0 = last_beat = time.perf_counter()
     while remaining > 0:
-        if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-            progress(f"[{time.perf_counter() - t0:7.1f}s] --max-seconds reached: stopping with {len(rows)} samples")
+        elapsed = time.perf_counter() - t0
+        why = (f"stopped after {max_seconds:.0f} s (--max-seconds)"
+               if max_seconds is not None and elapsed > max_seconds else should_stop() if should_stop else None)
+        if why:
+            progress(f"[{elapsed:7.1f}s] {why}: stopping with {len(rows)} samples")
             if stopped is not None:
-                stopped.append(f"stopped after {max_seconds:.0f} s (--max-seconds)")
+                stopped.append(why)
             break
+        # workers seen dead before the queue is drained: everything they sent is read first
+        dead = [pid for pid, p in workers.items() if not p.is_alive()]
+        msgs = []
         try:
-            msg = result_q.get(timeout=1.0)
+            msgs.append(result_q.get(timeout=1.0))
+            while True:
+                msgs.append(result_q.get_nowait())
         except queue.Empty:
-            msg = None
+            pass
         now = time.perf_counter()
-        if msg is not None:
+        for msg in msgs:
             kind, pid = msg[0], msg[1]
             if kind == "start":
                 running[pid] = (msg[2], msg[3], msg[4], now)
@@ -637,10 +747,19 @@ def sweep(tasks: list, jobs: int = 1, timeout: float = 300.0, progress=print, ma
                 running.pop(pid, None)
                 progress(_progress_line(msg[2], len(rows), now - t0))
             elif kind == "op-error":
-                rows.append({"op": msg[2], "dtype": msg[3], "sample": None, "sample_error": msg[4], "configs": {}})
+                rows.append({"op": msg[2], "device": device, "dtype": msg[3], "sample": None,
+                             "sample_error": msg[4], "configs": {}})
                 progress(f"[{now - t0:7.1f}s] {msg[2]} {msg[3]}: sample_inputs raised {msg[4]}")
             elif kind == "done":
-                remaining -= 1
+                remaining -= finish(msg[2])
+            elif kind == "info" and info is not None:
+                info.update(msg[2])
+            elif kind == "retire":  # its CUDA context is lost; it exits, the rest of its task goes back
+                running.pop(pid, None)
+                retired.add(pid)
+                progress(f"[{now - t0:7.1f}s] worker {pid} lost its CUDA context in {msg[2]} {msg[3]} "
+                         f"sample {msg[4]}; a fresh worker takes over")
+                remaining -= requeue_rest(msg[2], msg[3], msg[4])
         for pid, (key, dt, idx, started) in list(running.items()):
             if now - started <= timeout:
                 continue
@@ -649,34 +768,31 @@ def sweep(tasks: list, jobs: int = 1, timeout: float = 300.0, progress=print, ma
             if p is not None:
                 p.kill()
                 p.join(5)
-            rows.append({"op": key, "dtype": dt, "sample": idx, "timeout": timeout, "configs": {},
-                         "category": None})
+            rows.append({"op": key, "device": device, "dtype": dt, "sample": idx, "timeout": timeout,
+                         "configs": {}, "category": None})
             progress(f"[{now - t0:7.1f}s] {key} {dt} sample {idx}: TIMEOUT after {timeout:.0f}s (worker killed)")
-            t = task_of[(key, dt)]
-            rest = [i for i in t[2] if i > idx]
-            if rest:  # the re-queued task reports its own 'done'
-                task_of[(key, dt)] = (key, dt, rest, t[3], t[4])
-                task_q.put(task_of[(key, dt)])
-            else:
-                remaining -= 1
+            remaining -= requeue_rest(key, dt, idx)
             spawn()
-        for pid, p in list(workers.items()):
-            if not p.is_alive() and remaining > 0:
+        for pid in dead:
+            p = workers.get(pid)
+            if p is not None and remaining > 0:
                 workers.pop(pid)
                 lost = running.pop(pid, None)
+                if pid in retired:
+                    spawn()
+                    continue
                 progress(f"[{now - t0:7.1f}s] worker {pid} died (exit {p.exitcode})"
                          + (f" in {lost[0]} {lost[1]} sample {lost[2]}" if lost else "") + "; restarting")
                 if lost:
                     key, dt, idx, _ = lost
-                    rows.append({"op": key, "dtype": dt, "sample": idx, "crash": p.exitcode, "configs": {}})
-                    t = task_of[(key, dt)]
-                    rest = [i for i in t[2] if i > idx]
-                    if rest:
-                        task_of[(key, dt)] = (key, dt, rest, t[3], t[4])
-                        task_q.put(task_of[(key, dt)])
-                    else:
-                        remaining -= 1
+                    rows.append({"op": key, "device": device, "dtype": dt, "sample": idx, "crash": p.exitcode,
+                                 "configs": {}})
+                    remaining -= requeue_rest(key, dt, idx)
                 spawn()
+        if heartbeat is not None and now - last_beat >= HEARTBEAT_SECONDS:
+            last_beat = now
+            heartbeat(rows, {"keys_done": sum(1 for n in open_tasks.values() if n <= 0), "keys": n_keys,
+                             "tasks_done": len(tasks) - remaining, "tasks": len(tasks), "elapsed": now - t0})
     if remaining > 0:  # stopped early: workers are mid-task
         for p in workers.values():
             p.kill()
@@ -706,13 +822,11 @@ def _progress_line(row: dict, n: int, elapsed: float) -> str:
 
 
 # ---- planning ---------------------------------------------------------------------------------
-def plan(ops: dict, keys, dtypes=DTYPES, samples_per_op: int | None = 2, configs=ALL_CONFIGS,
-         inductor_samples: int | None = 1, check_aot: bool = True) -> list:
-    """Tasks for :func:`sweep`. ``samples_per_op=None``: every sample. Inductor configs run on the
-    first ``inductor_samples`` samples of each op and dtype (None: all), because every new fused
-    region is a C++ compile on CPU."""
-    import torch
-
+def plan(ops: dict, keys, dtypes=DTYPES, samples_per_op: int | None = 2, configs=DEFAULT_CONFIGS["cpu"],
+         inductor_samples: int | None = 1, check_aot: bool = True, device: str = "cpu") -> list:
+    """Tasks for :func:`sweep`. ``samples_per_op=None``: every sample. The compiling executors'
+    configs (Inductor, nvFuser) run on the first ``inductor_samples`` samples of each op and dtype
+    (None: all), because every new fused region is a kernel compile (C++ on CPU, CUDA on a GPU)."""
     tasks = []
     eager_cfgs = [c for c in configs if c.endswith("/eager")]
     ind_cfgs = [c for c in configs if not c.endswith("/eager")]
@@ -720,7 +834,7 @@ def plan(ops: dict, keys, dtypes=DTYPES, samples_per_op: int | None = 2, configs
     for key in keys:
         op = ops[key]
         for dt in dtypes:
-            if _torch_dtype(dt) not in op.supported_dtypes("cpu"):
+            if _torch_dtype(dt) not in op.supported_dtypes(device):
                 continue
             n_ind = limit if inductor_samples is None else min(limit, inductor_samples)
             if ind_cfgs and n_ind:
@@ -729,8 +843,22 @@ def plan(ops: dict, keys, dtypes=DTYPES, samples_per_op: int | None = 2, configs
                     tasks.append((key, dt, list(range(n_ind, limit)), list(eager_cfgs), check_aot))
             else:
                 tasks.append((key, dt, list(range(limit)), list(eager_cfgs), check_aot))
-    del torch
     return [t for t in tasks if t[2]]
+
+
+def order_keys(ops: dict, keys: list, order: str) -> list:
+    """``sorted`` as given; ``shuffled``: a fixed permutation (crc32 of the key); ``categories``: the
+    shuffled keys dealt round-robin over :func:`category`, so every category comes early."""
+    if order == "sorted":
+        return list(keys)
+    shuffled = sorted(keys, key=lambda k: zlib.crc32(k.encode()))
+    if order == "shuffled":
+        return shuffled
+    by_cat: dict = {}
+    for k in shuffled:
+        by_cat.setdefault(category(ops[k]), []).append(k)
+    lanes = [by_cat[c] for c in sorted(by_cat)]
+    return [lane[i] for i in range(max(map(len, lanes), default=0)) for lane in lanes if i < len(lane)]
 
 
 # ---- the CI subset ----------------------------------------------------------------------------------
@@ -784,6 +912,9 @@ def subset_tasks() -> list:
 
 # ---- results: JSON and table ------------------------------------------------------------------------
 def commit() -> str:
+    """HEAD's short hash; ``TRACE_LAB_COMMIT`` where the tree was copied without its git history (a GPU machine)."""
+    if os.environ.get("TRACE_LAB_COMMIT"):
+        return os.environ["TRACE_LAB_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -850,10 +981,61 @@ def _pct(a, b) -> str:
     return f"{100.0 * a / b:.1f}% ({a}/{b})" if b else "n/a"
 
 
-def write_table(rows: list[dict], summary: dict, meta: dict, path: str) -> None:
+TABLE_TITLE = "# OpInfo corpus through trace_lab"
+TABLE_INTRO = (
+    "PyTorch's OpInfo database (`op_db`) run through `trace_lab.jit` by `benchmarks/opinfo_corpus.py` (issue 15), "
+    "one section per device. A run, or `--merge` of result files, rewrites the sections of the devices its rows "
+    "are from and keeps the other sections as they are: the GPU section (`--device cuda`, nvFuser executor) "
+    "never overwrites the CPU one, nor the reverse.")
+
+
+def _section_marks(device: str) -> tuple[str, str]:
+    return f"<!-- corpus-section: {device} -->", f"<!-- /corpus-section: {device} -->"
+
+
+def read_sections(path: str) -> dict:
+    """{device: the section's text, marks included} of an existing table (empty when there is none)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        text = f.read()
+    found = {}
+    for device in DEVICES:
+        begin, end = _section_marks(device)
+        i, j = text.find(begin), text.find(end)
+        if i >= 0 and j > i:
+            found[device] = text[i:j + len(end)]
+    return found
+
+
+def write_table(sections: dict, path: str) -> None:
+    """Write the table with ``sections`` {device: (rows, summary, meta)} rendered afresh and every
+    other device's section copied from the existing file at ``path``."""
+    kept = read_sections(path)
+    if os.path.exists(path) and not kept:
+        print(f"note: {path} has no device sections; it is replaced", file=sys.stderr)
+    for device, (rows, summary, meta) in sections.items():
+        begin, end = _section_marks(device)
+        kept[device] = "\n".join([begin] + render_section(rows, summary, meta, device) + [end])
+    parts = [TABLE_TITLE, "", TABLE_INTRO, ""] + [kept[d] + "\n" for d in DEVICES if d in kept]
+    with open(path, "w") as f:
+        f.write("\n".join(parts))
+    print("wrote", path)
+
+
+def section_title(device: str, meta: dict) -> str:
+    if device == "cpu":
+        return "## CPU"
+    name = meta.get("device_name") or device
+    return f"## GPU: {name} (`{device}`)" + (f", nvFuser {meta['nvfuser']}" if meta.get("nvfuser") else "")
+
+
+def render_section(rows: list[dict], summary: dict, meta: dict, device: str) -> list[str]:
+    """One device's part of the table: how it was made, pass rates per configuration, per op cells,
+    the first line of each failure, the excluded ops."""
     configs = list(summary["per_config"])
     lines = [
-        "# OpInfo corpus through trace_lab (CPU)",
+        section_title(device, meta),
         "",
         f"Generated by `{meta['command']}` on {meta['date']} at commit {meta['commit']} "
         f"(torch {meta['torch']}, {meta['jobs']} jobs, {meta['seconds']:.0f} s). Results: `{meta['json']}`.",
@@ -864,13 +1046,17 @@ def write_table(rows: list[dict], summary: dict, meta: dict, path: str) -> None:
         "are excluded from the denominator) and through `trace_lab.jit(fn, fusion=F, executor=E)`, forward and "
         "(where the OpInfo supports autograd for the dtype) backward with a fixed cotangent. Outputs, gradients "
         "and inputs after the call are compared with `torch.testing.assert_close` at the dtype's defaults widened "
-        "to the OpInfo's own `toleranceOverride`s; random ops (output depends on the seed) on shape/dtype only; "
+        "to the OpInfo's own `toleranceOverride`s; random ops (output depends on the seed"
+        + ("" if device == "cpu" else " beyond those tolerances: CUDA atomics' run-to-run differences are not "
+           "random") + ") on shape/dtype only; "
         "uninitialised-memory ops (" + ", ".join(f"`{n}`" for n in UNINITIALISED_OPS) + ") on shape/dtype/strides "
         "only (outputs; inputs after the call by value). "
         f"Memory agrees when |measured - predicted| <= {MEMORY_REL:.0%} + {MEMORY_ABS} B for every program part "
-        "(profiler allocator events vs the liveness model).",
+        + ("(profiler allocator events vs the liveness model)." if device == "cpu" else
+           "(`torch.cuda.max_memory_allocated` in the worker's own process, which has the GPU's allocator to "
+           "itself, vs the liveness model)."),
         "",
-        "## Summary",
+        "### Summary",
         "",
         f"- ops run: {summary['ops_run']}; passing every configuration on every sample: "
         f"{_pct(summary['ops_pass_everywhere'], summary['ops_run'])}; samples: {summary['samples']}",
@@ -885,11 +1071,11 @@ def write_table(rows: list[dict], summary: dict, meta: dict, path: str) -> None:
     ]
     for c, s in summary["per_config"].items():
         lines.append(f"| {c} | {_pct(s['ops_pass'], s['ops'])} | {_pct(s['samples_pass'], s['samples'])} |")
-    lines += ["", "## Notes", ""] + [f"- {n}" for n in NOTES]
-    lines += ["", "## Failures by cause", ""]
+    lines += ["", "### Notes", ""] + [f"- {n}" for n in (NOTES if device == "cpu" else CUDA_NOTES)]
+    lines += ["", "### Failures by cause", ""]
     for cause, ops in summary["failure_causes"].items():
         lines.append(f"- **{cause}** ({len(ops)} ops): {', '.join(ops[:60])}{' ...' if len(ops) > 60 else ''}")
-    lines += ["", "## Per op", "",
+    lines += ["", "### Per op", "",
               "Cells: `ok` all samples pass, `F` some sample fails (first failure line below), `-` not run; "
               "memory column: samples whose every configuration agrees / samples measured.", "",
               "| op | category | dtypes | samples | " + " | ".join(configs) + " | memory |",
@@ -933,25 +1119,48 @@ def write_table(rows: list[dict], summary: dict, meta: dict, path: str) -> None:
         cat = next((r.get("category") for r in rs if r.get("category")), "")
         lines.append(f"| `{key}`{rnd} | {cat} | {dts} | {len(live)} | " + " | ".join(cells)
                      + f" | {len(mem_ok)}/{len(measured)} |")
-    lines += ["", "## First failure lines", ""] + (details or ["none"])
-    lines += ["", "## Excluded ops", ""]
+    lines += ["", "### First failure lines", ""] + (details or ["none"])
+    lines += ["", "### Excluded ops", ""]
     for key, why in sorted(summary["excluded_ops"].items()):
         lines.append(f"- `{key}`: {why.replace('|', '/')[:240]}")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote", path)
+    return lines
 
 
-def merge(paths: list, table: str, out: str | None) -> int:
-    """One table (and JSON) from several runs: rows of the same (op, dtype, sample) merged config by config."""
-    merged: dict = {}
-    metas = []
+def merge(paths: list, table: str | None, out: str | None) -> int:
+    """The table (and JSON) from several runs: rows of the same (device, op, dtype, sample) merged
+    config by config; one table section per device. A device's results from a single file keep that
+    file's description as it is (a merged file re-rendered gives the same section)."""
+    by_device: dict = {}
     for path in paths:
         with open(path) as f:
             data = json.load(f)
-        metas.append(data)
+        device = data.get("device", "cpu")
+        if device not in DEVICES:
+            raise SystemExit(f"{path}: device {device!r} is not one of {', '.join(DEVICES)}")
         for r in data["rows"]:
-            k = (r["op"], r["dtype"], r.get("sample"))
+            r.setdefault("device", device)
+        by_device.setdefault(device, []).append((path, data))
+    if out and len(by_device) > 1:
+        raise SystemExit(f"--out: these files hold results of several devices ({', '.join(by_device)}); "
+                         "merge each device's files into its own JSON")
+    sections = {}
+    for device, runs in by_device.items():
+        rows, summary, meta = _merge_runs(runs, out)
+        sections[device] = (rows, summary, meta)
+        if out:
+            with open(out, "w") as f:
+                json.dump({**meta, "device": device, "summary": summary, "rows": rows}, f, indent=1)
+            print("wrote", out)
+    if table:
+        write_table(sections, table)
+    return 0
+
+
+def _merge_runs(runs: list, out: str | None) -> tuple[list, dict, dict]:
+    merged: dict = {}
+    for _, data in runs:
+        for r in data["rows"]:
+            k = (r["device"], r["op"], r["dtype"], r.get("sample"))
             if k in merged and r.get("configs") and merged[k].get("configs"):
                 cfgs = {**merged[k]["configs"], **r["configs"]}  # another run's configurations of the sample
                 merged[k] = {**merged[k], **r, "configs": cfgs}  # its flags (random, uninitialised) win too
@@ -959,13 +1168,22 @@ def merge(paths: list, table: str, out: str | None) -> int:
                 merged[k] = r  # a later run (a re-run) replaces an excluded or unrun row
     rows = list(merged.values())
     summary = summarize(rows)
+    described = ("device_name", "nvfuser")
+    if len(runs) == 1:
+        path, data = runs[0]
+        meta = {k: data[k] for k in ("command", "date", "commit", "torch", "jobs", "seconds", "coverage", "json")}
+        meta.update({k: data[k] for k in described if k in data})
+        meta["json"] = os.path.relpath(out or path, ROOT)  # where it is now (a GPU run wrote it elsewhere)
+        return rows, summary, meta
+    metas = [data for _, data in runs]
+    paths = [p for p, _ in runs]
     reached = {r["op"] for r in rows}
     by_exec = {e: {r["op"] for r in rows if any(c.endswith("/" + e) for c in r.get("configs", {}))}
                for e in EXECUTORS}
+    ran = ", ".join(f"{e} on {len(ks)}" for e, ks in by_exec.items() if ks)
     merged_cov = (f"MERGED over {len(paths)} runs: {len(reached)} op keys reached in all "
-                  f"({len(summary['excluded_ops'])} of them excluded, see the end); eager-executor configs ran on "
-                  f"{len(by_exec['eager'])} op keys, Inductor configs on {len(by_exec['inductor'])}; "
-                  f"{sum(1 for r in rows if r.get('configs'))} (op, dtype, sample) rows with results. "
+                  f"({len(summary['excluded_ops'])} of them excluded, see the end); configs by executor ran: {ran} "
+                  f"op keys; {sum(1 for r in rows if r.get('configs'))} (op, dtype, sample) rows with results. "
                   "A 'not reached' count below is that run's own; later runs picked those keys up. Runs: ")
     meta = {"command": "python -m benchmarks.opinfo_corpus --merge " + " ".join(os.path.basename(p) for p in paths),
             "date": max(m["date"] for m in metas), "commit": ", ".join(dict.fromkeys(m["commit"] for m in metas)),
@@ -973,41 +1191,66 @@ def merge(paths: list, table: str, out: str | None) -> int:
             "coverage": merged_cov + " + ".join(f"[{m['command'].split('opinfo_corpus', 1)[-1].strip()}] {m['coverage']}"
                                    for m in metas),
             "json": os.path.relpath(out, ROOT) if out else ", ".join(os.path.relpath(p, ROOT) for p in paths)}
-    if out:
-        with open(out, "w") as f:
-            json.dump({**meta, "device": "cpu", "summary": summary, "rows": rows}, f, indent=1)
-    write_table(rows, summary, meta, table)
-    return 0
+    meta.update({k: metas[-1][k] for k in described if k in metas[-1]})
+    return rows, summary, meta
+
+
+def _cuda_unavailable() -> str | None:
+    """Why ``--device cuda`` cannot run here, in one line (None: it can)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return (f"--device cuda: torch.cuda.is_available() is False here (torch {torch.__version__}, "
+                f"{'a CPU-only build' if torch.version.cuda is None else 'no usable GPU or driver'}); "
+                "run it on a GPU machine or use --device cpu")
+    return None
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", choices=DEVICES, default="cpu",
+                    help="where samples are made and run (default cpu); cuda: every worker its own CUDA context")
     ap.add_argument("--ops", help="comma-separated op keys (name or name.variant); default: all of op_db")
     ap.add_argument("--full", action="store_true", help="every sample of every op (default: first --samples)")
     ap.add_argument("--subset", action="store_true", help="the fixed CI subset only")
     ap.add_argument("--samples", type=int, default=2, help="samples per op and dtype (default 2)")
-    ap.add_argument("--inductor-samples", type=int, default=1,
-                    help="samples per op and dtype that also run the Inductor configs (default 1; -1 all)")
-    ap.add_argument("--dtypes", default=",".join(DTYPES))
-    ap.add_argument("--configs", default=",".join(ALL_CONFIGS), help="fusion/executor pairs")
+    ap.add_argument("--inductor-samples", "--compiled-samples", dest="inductor_samples", type=int, default=1,
+                    help="samples per op and dtype that also run the compiling executors' configs (Inductor, "
+                         "nvFuser) (default 1; -1 all)")
+    ap.add_argument("--dtypes", default=",".join(DTYPES), help="default float32,bfloat16 (cpu and cuda)")
+    ap.add_argument("--configs", help="fusion/executor pairs (default on cpu: "
+                    + ",".join(DEFAULT_CONFIGS["cpu"]) + "; on cuda: " + ",".join(DEFAULT_CONFIGS["cuda"]) + ")")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)), help="worker processes")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per sample before its worker is killed")
     ap.add_argument("--no-aot-check", action="store_true", help="skip the torch.compile(aot_eager) check")
-    ap.add_argument("--order", choices=("sorted", "shuffled"), default="sorted",
-                    help="op order (shuffled: a fixed permutation, so a partial sweep samples every category)")
+    ap.add_argument("--order", choices=("sorted", "shuffled", "categories"), default="sorted",
+                    help="op order (shuffled: a fixed permutation; categories: shuffled, dealt round-robin over "
+                         "op categories, so a partial sweep reaches every category)")
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="write the table from these result files (rows of one sample merged) instead of running")
     ap.add_argument("--max-seconds", type=float, help="stop the sweep after this long; what ran is recorded")
     ap.add_argument("--shard", help="i/n: run every n-th op starting at i (split a sweep over sessions)")
     ap.add_argument("--table", default=os.path.join(HERE, "CORPUS.md"))
     ap.add_argument("--no-table", action="store_true")
-    ap.add_argument("--out", help="JSON path (default benchmarks/results/<date>-cpu-opinfo-corpus-<commit>.json)")
+    ap.add_argument("--out", help="JSON path, or a folder for the default name "
+                                  "(default benchmarks/results/<date>-<device>-opinfo-corpus-<commit>.json)")
     args = ap.parse_args(argv)
+    configs = args.configs.split(",") if args.configs else list(DEFAULT_CONFIGS[args.device])
+    bad = [c for c in configs if c not in ALL_CONFIGS]
+    if bad:
+        ap.error(f"unknown configs {', '.join(bad)}: use fusion/executor with fusion in {', '.join(FUSIONS)} and "
+                 f"executor in {', '.join(EXECUTORS)}")
+    if args.device == "cpu" and any(c.endswith("/nvfuser") for c in configs):
+        ap.error("the nvfuser executor runs on CUDA only: use --device cuda")
 
     started = time.perf_counter()
     if args.merge:
-        return merge(args.merge, args.table, args.out)
+        return merge(args.merge, None if args.no_table else args.table, args.out)
+    if args.device == "cuda":
+        why = _cuda_unavailable()
+        if why:
+            ap.exit(2, f"{ap.prog}: error: {why}\n")
     ops = load_ops()
     if args.subset:
         tasks = subset_tasks()
@@ -1020,44 +1263,69 @@ def main(argv=None) -> int:
         if args.shard:
             i, n = map(int, args.shard.split("/"))
             keys = keys[i::n]
-        if args.order == "shuffled":
-            keys = sorted(keys, key=lambda k: zlib.crc32(k.encode()))
-        configs = args.configs.split(",")
+        keys = order_keys(ops, keys, args.order)
         tasks = plan(ops, keys, args.dtypes.split(","), None if args.full else args.samples, configs,
-                     None if args.inductor_samples < 0 else args.inductor_samples, not args.no_aot_check)
+                     None if args.inductor_samples < 0 else args.inductor_samples, not args.no_aot_check,
+                     args.device)
         coverage = (f"{len(keys)} op keys{' (shard ' + args.shard + ')' if args.shard else ''} ({args.order}), dtypes "
                     f"{args.dtypes}, {'every sample' if args.full else f'first {args.samples} samples'} per op and "
-                    f"dtype; Inductor configs on the first "
+                    f"dtype; compiling executors' (Inductor, nvFuser) configs on the first "
                     f"{'all' if args.inductor_samples < 0 else args.inductor_samples} of them; configs {','.join(configs)}")
-    print(f"{len(tasks)} tasks, {args.jobs} jobs, timeout {args.timeout:.0f}s per sample", flush=True)
+    sha = commit()
+    tag = "-subset" if args.subset else ("-full" if args.full else "")
+    name = f"{datetime.date.today()}-{args.device}-opinfo-corpus-{sha}{tag}.json"
+    out = (os.path.join(args.out, name) if args.out and os.path.isdir(args.out)
+           else args.out or os.path.join(HERE, "results", name))
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    import torch
+
+    info: dict = {} if args.device == "cuda" else device_info("cpu")
+    meta = {"command": "python -m benchmarks.opinfo_corpus " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "date": str(datetime.date.today()), "commit": sha, "torch": torch.__version__, "jobs": args.jobs,
+            "json": os.path.relpath(out, ROOT)}
+    all_keys = list(dict.fromkeys(t[0] for t in tasks))
+
+    def save(rows, partial: str | None, seconds: float, cov: str, not_reached=None):
+        data = {**meta, **info, "seconds": seconds, "coverage": cov, "device": args.device,
+                **({"partial": partial} if partial else {}), "not_reached": not_reached or [],
+                "summary": summarize(rows), "rows": rows}
+        tmp = out + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, out)  # a kill mid-write leaves the previous checkpoint whole
+
+    def heartbeat(rows, st):
+        print(f"[corpus {st['elapsed']:6.0f}s] {args.device}: {st['keys_done']}/{st['keys']} op keys done, "
+              f"{st['tasks_done']}/{st['tasks']} (op, dtype) tasks, {len(rows)} samples", file=sys.stderr, flush=True)
+        reached = len({r["op"] for r in rows})
+        save(rows, f"in progress: checkpoint after {st['elapsed']:.0f} s", time.perf_counter() - started,
+             coverage + f". CHECKPOINT: {reached} of {len(all_keys)} op keys reached so far")
+
+    signalled: list = []
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: signalled.append("stopped by SIGTERM"))
+    print(f"{len(tasks)} tasks ({len(all_keys)} op keys) on {args.device}, {args.jobs} jobs, timeout "
+          f"{args.timeout:.0f}s per sample, configs {','.join(configs)}", flush=True)
     stopped: list = []
     rows = sweep(tasks, jobs=args.jobs, timeout=args.timeout, progress=lambda s: print(s, flush=True),
-                 max_seconds=args.max_seconds, stopped=stopped)
+                 max_seconds=args.max_seconds, stopped=stopped, device=args.device, heartbeat=heartbeat,
+                 should_stop=lambda: signalled[0] if signalled else None, info=info)
     if stopped:
         reached = {r["op"] for r in rows}
-        not_reached = sorted({t[0] for t in tasks} - reached)
-        coverage += (f". PARTIAL: {stopped[0]}; {len(reached)} of {len({t[0] for t in tasks})} op keys reached "
-                     f"(in the order run: sorted keys, split between workers); not reached: "
+        not_reached = [k for k in all_keys if k not in reached]
+        coverage += (f". PARTIAL: {stopped[0]}; {len(reached)} of {len(all_keys)} op keys reached "
+                     f"(in the order run: {args.order} keys, split between workers); not reached: "
                      f"{len(not_reached)} keys, listed in the JSON")
     else:
         not_reached = []
     seconds = time.perf_counter() - started
     summary = summarize(rows)
-    sha = commit()
-    tag = "-subset" if args.subset else ("-full" if args.full else "")
-    out = args.out or os.path.join(HERE, "results", f"{datetime.date.today()}-cpu-opinfo-corpus-{sha}{tag}.json")
-    import torch
-
-    meta = {"command": "python -m benchmarks.opinfo_corpus " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "date": str(datetime.date.today()), "commit": sha, "torch": torch.__version__, "jobs": args.jobs,
-            "seconds": seconds, "coverage": coverage, "json": os.path.relpath(out, ROOT)}
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump({**meta, "device": "cpu", "not_reached": not_reached, "summary": summary, "rows": rows}, f,
-                  indent=1)
+    meta.update(info, seconds=seconds, coverage=coverage)
+    save(rows, None, seconds, coverage, not_reached)
     print("wrote", out)
     if not args.no_table:
-        write_table(rows, summary, meta, args.table)
+        write_table({args.device: (rows, summary, meta)}, args.table)
     print(json.dumps({k: summary[k] for k in ("ops_run", "ops_pass_everywhere", "samples", "per_config", "memory")},
                      indent=1))
     return 0

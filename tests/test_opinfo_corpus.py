@@ -10,6 +10,10 @@ predicted peak with the profiler's measurement (1% + 1 KiB).
 Honest by construction: a failure not in tests/opinfo_known_failures.json fails the test, and so
 does a listed failure that passes now (strict xfail), a listed entry that no longer exists in
 the subset, or a sample that times out or crashes its worker.
+
+The GPU part (``--device cuda``, nvFuser configs, per-device table sections) is checked here
+without a GPU where it can be: the clear error without CUDA, the configurations' names against
+trace_lab's options, and the table keeping the CPU and GPU sections apart.
 """
 from __future__ import annotations
 
@@ -120,3 +124,101 @@ def test_subset_predicted_memory_equals_measured(subset_rows):
 def test_subset_time(subset_rows):
     _, seconds = subset_rows
     print(f"OpInfo CI subset: {seconds:.0f} s with {JOBS} workers")
+
+
+# ---- the GPU part, without a GPU -----------------------------------------------------------------
+def test_device_cuda_without_cuda_is_one_clear_error(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(corpus, "load_ops", lambda: pytest.fail("op_db loaded before the device check"))
+    with pytest.raises(SystemExit) as exc:
+        corpus.main(["--device", "cuda", "--ops", "add", "--no-table"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "--device cuda: torch.cuda.is_available() is False" in err and "--device cpu" in err
+
+
+def test_nvfuser_configs_name_real_options(capsys):
+    import trace_lab
+    from trace_lab.executors.base import EXECUTORS, UNAVAILABLE, _load_executors
+    from trace_lab.options import EXECUTOR_CHOICES, FUSION_STRATEGIES
+
+    assert corpus.DEFAULT_CONFIGS["cuda"] == corpus.NVFUSER_CONFIGS
+    assert [c.split("/") for c in corpus.NVFUSER_CONFIGS] == [
+        ["none", "nvfuser"], ["dataflow", "nvfuser"], ["horizontal", "nvfuser"], ["memory", "nvfuser"]]
+    assert not any(c.endswith("/nvfuser") for c in corpus.DEFAULT_CONFIGS["cpu"])
+    _load_executors()
+    for config in corpus.ALL_CONFIGS:
+        fusion, executor = config.split("/")
+        assert fusion in FUSION_STRATEGIES and executor in EXECUTOR_CHOICES, config
+        assert executor in EXECUTORS or executor in UNAVAILABLE, config  # an executor module exists
+        trace_lab.jit(lambda x: x, fusion=fusion, executor=executor)  # accepted by trace_lab's own validation
+    for argv, msg in ((["--configs", "none/nvfuser"], "runs on CUDA only"),
+                      (["--device", "cuda", "--configs", "none/nvfusr"], "unknown configs none/nvfusr")):
+        with pytest.raises(SystemExit):
+            corpus.main(argv + ["--no-table"])
+        assert msg in capsys.readouterr().err
+
+
+def _row(device, op, config, status, first_line=""):
+    res = {"config": config, "status": status, "memory": [], "memory_ok": None}
+    if status != "pass":
+        res.update(cause="error: RuntimeError", first_line=first_line)
+    return {"op": op, "device": device, "dtype": "float32", "sample": 0, "category": "pointwise unary",
+            "configs": {config: res}, "aot_eager": "ok"}
+
+
+def _meta(device, **extra):
+    return {"command": f"python -m benchmarks.opinfo_corpus --device {device}", "date": "2026-11-24",
+            "commit": "abc1234", "torch": "2.11.0", "jobs": 2, "seconds": 10.0, "coverage": f"{device} runs",
+            "json": f"{device}.json", **extra}
+
+
+def _section(text, device):
+    begin, end = corpus._section_marks(device)
+    return text[text.index(begin):text.index(end)]
+
+
+def test_table_keeps_cpu_and_gpu_sections_apart(tmp_path):
+    table = str(tmp_path / "CORPUS.md")
+    cpu_rows = [_row("cpu", "abs", "none/eager", "pass"),
+                _row("cpu", "exp", "none/eager", "fail", "KeyError: cpu-only failure")]
+    gpu_rows = [_row("cuda", "abs", "dataflow/nvfuser", "pass"), _row("cuda", "exp", "dataflow/nvfuser", "pass"),
+                _row("cuda", "sin", "dataflow/nvfuser", "fail", "RuntimeError: nvFuser rejected the region")]
+    corpus.write_table({"cpu": (cpu_rows, corpus.summarize(cpu_rows), _meta("cpu"))}, table)
+    cpu_before = _section(open(table).read(), "cpu")
+    corpus.write_table({"cuda": (gpu_rows, corpus.summarize(gpu_rows),
+                                 _meta("cuda", device_name="NVIDIA H100 80GB HBM3"))}, table)
+    text = open(table).read()
+    cpu, gpu = _section(text, "cpu"), _section(text, "cuda")
+    assert cpu == cpu_before  # the GPU run did not touch the CPU section
+    assert text.index(cpu) < text.index(gpu)
+    assert "## GPU: NVIDIA H100 80GB HBM3 (`cuda`)" in gpu and "## CPU" in cpu
+    assert "| dataflow/nvfuser | 66.7% (2/3) | 66.7% (2/3) |" in gpu
+    assert "| none/eager | 50.0% (1/2) | 50.0% (1/2) |" in cpu
+    assert "`sin` float32 s0 `dataflow/nvfuser` [error: RuntimeError]: RuntimeError: nvFuser rejected" in gpu
+    assert "nvfuser" not in cpu and "cpu-only failure" not in gpu and "cpu-only failure" in cpu
+    # a CPU re-render leaves the GPU section as it was
+    corpus.write_table({"cpu": (cpu_rows[:1], corpus.summarize(cpu_rows[:1]), _meta("cpu"))}, table)
+    again = open(table).read()
+    assert _section(again, "cuda") == gpu and "cpu-only failure" not in _section(again, "cpu")
+
+
+def test_merge_gives_each_device_its_section(tmp_path):
+    paths = []
+    for device, rows in (("cpu", [_row(None, "abs", "none/eager", "pass")]),
+                         ("cuda", [_row(None, "abs", "none/nvfuser", "fail", "RuntimeError: boom")])):
+        for r in rows:
+            del r["device"]  # older files carry the device only at the top
+        paths.append(str(tmp_path / f"{device}.json"))
+        with open(paths[-1], "w") as f:
+            json.dump({**_meta(device), "device": device, "rows": rows}, f)
+    table = str(tmp_path / "CORPUS.md")
+    assert corpus.main(["--merge", *paths, "--table", table]) == 0
+    text = open(table).read()
+    assert "| none/eager | 100.0% (1/1) |" in _section(text, "cpu")
+    assert "| none/nvfuser | 0.0% (0/1) |" in _section(text, "cuda")
+    with pytest.raises(SystemExit, match="several devices"):
+        corpus.main(["--merge", *paths, "--out", str(tmp_path / "both.json"), "--no-table"])
