@@ -773,6 +773,8 @@ def sweep(tasks: list, jobs: int = 1, timeout: float = 300.0, progress=print, ma
             progress(f"[{now - t0:7.1f}s] {key} {dt} sample {idx}: TIMEOUT after {timeout:.0f}s (worker killed)")
             remaining -= requeue_rest(key, dt, idx)
             spawn()
+        if should_stop and should_stop():
+            continue  # a SIGTERM to the process group also ends workers: not crashes; stop at the top
         for pid in dead:
             p = workers.get(pid)
             if p is not None and remaining > 0:
