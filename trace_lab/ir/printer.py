@@ -16,7 +16,8 @@ meaning of peak: the most a program allocates beyond its inputs; the header also
 the high-water mark, inputs included). Source lines of the user's code (from the
 node's stack trace) are printed as comments when they change. Fused regions
 (``call_module`` nodes) print as ``(t2, t8) = fusion0(t0, t1)`` followed by
-their ops, indented and commented out.
+their ops, indented and commented out; where the fusion pass recorded why a region
+ends (``trace.info["region_ends"]``) its line ends with ``# ends: executor x2, cycle``.
 
 :func:`trace_lines` is the printer: it returns the lines as data (:class:`Line`:
 text, op, region, memory figures, peak, recomputed, source line), and
@@ -240,6 +241,7 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
             value = fx.graph_module._get_attr(trace.gm, n.target)
             out.append(Line(f'  # {name_of(n)}: "{type_comment(value)}" (constant)', "constant", name_of(n), n.name))
     last_src = None
+    ends = trace.info.get("region_ends") or {}
     for k, n in enumerate(trace.ops):
         src = source_line(n)
         if src and src != last_src:
@@ -262,6 +264,8 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
                 mark += f"  {lower_bound_note(n)}"
             rec.text += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"
             rec.live_after, rec.high_water, rec.allocated, rec.freed = ln.live_after, ln.high_water, ln.allocated, ln.freed
+        if region is not None and ends.get(region):  # why the region ends (the fusion pass's reasons)
+            rec.text += f"  # ends: {region_end_kinds(ends[region])}"
         out.append(rec)
         if n.op == "call_module":
             out.extend(_region_lines(n, trace, "  "))
@@ -270,6 +274,14 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
     ret = trace.output_node.args[0]
     out.append(Line(f"  return {_fmt(ret, name_of)}", "return"))
     return out
+
+
+def region_end_kinds(rows: list[dict]) -> str:
+    """'executor x2, cycle': the kinds of a region's boundaries (passes/region_ends.py), counted."""
+    kinds: dict[str, int] = {}
+    for r in rows:
+        kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+    return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in kinds.items())
 
 
 def format_trace(trace, annotate: bool = True) -> str:

@@ -86,9 +86,11 @@ class Trace:
 
     def derive(self, gm: fx.GraphModule, stage: str, pass_seconds: float = 0.0,
                info: dict | None = None) -> "Trace":
-        """A new stage of the same program (names of inputs carried over)."""
-        return Trace(gm, self.kind, stage, self._input_names, pass_seconds, info, self.owned_inputs,
-                     self.materialized_regions)
+        """A new stage of the same program (names of inputs carried over, and why its regions end: a pass
+        after fusion keeps the regions and their reasons unless it says otherwise)."""
+        carried = {"region_ends": self.info["region_ends"]} if self.info.get("region_ends") else {}
+        return Trace(gm, self.kind, stage, self._input_names, pass_seconds, {**carried, **(info or {})},
+                     self.owned_inputs, self.materialized_regions)
 
     def with_regions(self, regions) -> "Trace":
         """This stage joined to what compiling it found: ``regions`` (``CompiledProgram.regions``,

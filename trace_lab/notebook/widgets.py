@@ -2,10 +2,12 @@
 
 Layout: controls (one per option that trace_lab.options offers to widgets, in schema
 order), Rerun and Stop, a status row (progress bar, step, errors), a run / program / kind picker,
-and five tabs: Summary, Trace (stage picker, highlighted trace with live-bytes
+and eight tabs: Summary, Trace (stage picker, highlighted trace with live-bytes
 bars; a stage longer than ``LAZY_LINES`` shows a window around its head, peak
 and tail until "whole trace" is pressed, so the widget state stays small), Graph (before/after fusion, rendered when the tab is opened), Memory
-(one curve per run) and Compare (one row per run, best values starred).
+(one curve per run), Compare (one row per run, best values starred), and the selected part's
+depth views (:mod:`trace_lab.report.depth_html`): Saved (for backward), Diff (first -> last
+stage), Regions (why each fused region ends).
 
 Displaying a LabView gives a MIME bundle with the widget view *and* the same
 content as static HTML (``trace_lab.report.html.report_html``) plus the text
@@ -39,6 +41,7 @@ import weakref
 from ..options import SCHEMA
 from ..report.html import (BARS_LEGEND, LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html,
                            report_parts, report_html, summary_html)
+from ..report.depth_html import DEPTH_VIEWS, part_depth_html
 from .graph_widget import GraphView
 from .progress import RunProgress
 from .runner import RunOptions
@@ -178,10 +181,11 @@ class LabView:
         self.graph_view = GraphView()  # the graphs themselves: a widget with its own front end (pan, zoom)
         self.memory = W.HTML()
         self.table = W.HTML()
+        self.depth = {view: W.HTML() for view in DEPTH_VIEWS}  # Saved, Diff, Regions of the selected part
         self.tabs = W.Tab(children=[self.summary, W.VBox([W.HBox([self.stage_select, self.whole_trace]), self.trace]),
                                     W.VBox([self.graph, self.graph_view]), self.memory,
-                                    self.table])
-        self.tabs.titles = ("Summary", "Trace", "Graph", "Memory", "Compare")
+                                    self.table, *self.depth.values()])
+        self.tabs.titles = ("Summary", "Trace", "Graph", "Memory", "Compare", *DEPTH_VIEWS)
         self.widget = W.VBox([
             W.HTML(f"<style>{css()}</style>"),
             W.HBox([*self.controls.values(), self.rerun_button, self.stop_button],
@@ -192,7 +196,8 @@ class LabView:
         ])
         self.widget.add_class("tl-lab")
         for w, cls in ((self.summary, "tl-summary-area"), (self.trace, "tl-trace-area"), (self.graph, "tl-graph-area"),
-                       (self.memory, "tl-memory-area"), (self.table, "tl-compare-area"), (self.status, "tl-status")):
+                       (self.memory, "tl-memory-area"), (self.table, "tl-compare-area"), (self.status, "tl-status"),
+                       *((w, f"tl-{view.lower()}-area") for view, w in self.depth.items())):
             w.add_class(cls)  # stable hooks for browser tests and user CSS
         self.progress.layout.display = "none"
         self.rerun_button.on_click(lambda _b: self.rerun())
@@ -410,6 +415,8 @@ class LabView:
             self._on_stage()
         self.stage_select.observe(self._on_stage, names="value")
         self._refresh_memory(part)
+        for view, w in self.depth.items():
+            w.value = _wrap(part_depth_html(view, part))
         self.graph.value = ""
         self.graph_view.clear()
         if self.tabs.selected_index == 2:

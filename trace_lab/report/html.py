@@ -40,7 +40,7 @@ __all__ = ["esc", "code_html", "summary_html", "traces_html", "graphs_html", "me
            "compare_html", "memory_plot_data", "tabs_html", "report_html", "standalone_page", "memory_curves", "report_parts", "error_html",
            "css", "pack", "unpack", "INFLATE_JS", "LAZY_LINES", "part_data", "stage_lines"]
 
-TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare"]
+TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare", "Saved", "Diff", "Regions"]
 
 _BASE_CSS = """
 .tl-report{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;color:#1f2328}
@@ -838,7 +838,7 @@ def _pack_plots(fragment: str) -> tuple[str, bool]:
 
 
 def report_html(report, runs=None) -> str:
-    """The whole static view: tabs Summary, Trace, Graph, Memory, Compare.
+    """The whole static view: tabs Summary, Trace, Graph, Memory, Compare, Saved, Diff, Regions.
 
     ``runs``: [(label, Report)] of the comparison this report belongs to (default: itself). Large plots
     (Summary's timeline, Memory) are stored packed (:func:`_pack_plots`): every output is kept in the notebook.
@@ -849,8 +849,10 @@ def report_html(report, runs=None) -> str:
     rows = [report_row(r, label) for label, r in runs]
     summary, packed_summary = _pack_plots(summary_html(report))
     memory, packed_memory = _pack_plots(memory_html(runs))
+    from .depth_html import depth_panels
+
     panels = [("Summary", summary), ("Trace", traces_html(report)), ("Graph", graphs_html(report)),
-              ("Memory", memory), ("Compare", compare_html(rows))]
+              ("Memory", memory), ("Compare", compare_html(rows)), *depth_panels(report_parts(report))]
     script = f"<script>{INFLATE_JS}{PLOTS_JS}</script>" if packed_summary or packed_memory else ""
     return (f'<div class="tl-report"><style>{css()}</style><h3>trace_lab: {esc(report.name)}</h3>'
             f"{tabs_html(panels)}{script}</div>")

@@ -9,6 +9,8 @@ keeps, per part (``"forward #0"``, ``"backward #0"``, ...):
   stage is its lines joined, so text and views cannot disagree;
 * the before/after graphs as data (:func:`.graph.graph_data`; DOT on demand with
   :func:`.graph.digraph`), or why there are none;
+* the depth data (:mod:`.depth`): the diff of its first and last stage, why each fused
+  region ends, a forward's saved-for-backward table;
 
 and, for the run, the estimated compute/communication timeline
 (:mod:`.timeline`, with the measured stalls when the run has them). The
@@ -94,6 +96,9 @@ class PartView:
     position: int
     stages: list[StageView]
     graphs: dict  # {"before": graph data, "after": graph data} or {"error": why there are none}
+    # what the depth views read (.depth): "diff" (first -> last stage), "region_ends" (why each region ends),
+    # "saved" (a forward's saved-for-backward table); each plain data, or {"error": why there is none}
+    depth: dict = field(default_factory=dict)
 
     def listed_stages(self) -> list[tuple[int, "StageView"]]:
         """(index, stage) of the stages the views list: all but a ``sort_waits`` stage that changed nothing
@@ -118,7 +123,7 @@ class PartView:
                 d = st.to_dict()
             stages.append(d)
         return {"label": self.label, "kind": self.kind, "program": self.program, "position": self.position,
-                "stages": stages, "graphs": self.graphs}
+                "stages": stages, "graphs": self.graphs, "depth": self.depth}
 
     @classmethod
     def from_dict(cls, data: dict) -> "PartView":
@@ -186,7 +191,10 @@ def _timeline(jfn, comm) -> dict:
 
 def build_view(jfn, comm: dict | None = None) -> ViewModel:
     """The view model of a run (see the module docstring); ``jfn`` is the JitFunction that ran it."""
+    from .depth import depth_of
+
     parts = [PartView(f"{part.kind} #{program.index}", part.kind, program.index, pos,
-                      [stage_view(t) for t in part.traces], graphs_of(part.traces[0], part.traces[-1]))
+                      [stage_view(t) for t in part.traces], graphs_of(part.traces[0], part.traces[-1]),
+                      depth_of(program, part))
              for pos, program, part in program_parts(jfn)]
     return ViewModel(parts, _timeline(jfn, comm))

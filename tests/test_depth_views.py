@@ -1,0 +1,129 @@
+"""The depth views (issue 17 items 2-4 as views): Saved, Diff and Regions tabs, and why regions end on the trace.
+
+The figures are checked against what the program itself says, computed here from its Traces
+and graphs (not from the view code): the saved activations against the tensors the forward
+returns for its backward, the fused ops against the regions' submodules, the boundaries against
+the fusion pass's reasons; the notebook widget shows the same HTML as the static report, and a
+report reloaded from JSON renders the same tabs.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+
+import pytest
+import torch
+
+import trace_lab
+from trace_lab.report import html as H
+from trace_lab.report.depth_html import DEPTH_VIEWS, part_depth_html
+from trace_lab.report.report import Report
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.down = torch.nn.Linear(16, 64), torch.nn.Linear(64, 16)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x)) * torch.sigmoid(self.up(x)))
+
+
+@pytest.fixture(scope="module")
+def report():
+    torch.manual_seed(0)
+    return trace_lab.inspect(_Mlp(), torch.randn(8, 16), fusion="dataflow", executor="inductor", runs=0)
+
+
+def _text(fragment: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", " ", fragment))
+
+
+def test_saved_tab_lists_what_the_forward_returns_for_the_backward(report):
+    forward, backward = report.traces("forward")[-1], report.traces("backward")[-1]
+    n_saved = sum(1 for n in backward.inputs if not n.name.startswith("tangent"))
+    returned = list(forward.output_node.args[0])
+    saved = [forward.name(o) for o in returned[len(returned) - n_saved:]]
+    part = report.view.part("forward #0")
+    rows = part.depth["saved"]["rows"]
+    assert sorted(r["name"] for r in rows) == sorted(saved)
+    # activations: storages the forward made (not a parameter or the batch), each counted once
+    inputs = {forward.name(n) for n in forward.inputs}
+    activations = {r["name"] for r in rows if r["held_by"] == "activation"}
+    assert activations and not activations & inputs
+    shown = _text(part_depth_html("Saved", part))
+    for name in saved:
+        assert name in shown
+    assert trace_lab.report.html._fmt_bytes(part.depth["saved"]["activation_bytes"]) in shown
+    assert "saves nothing" not in shown and "only a forward" in _text(part_depth_html("Saved", report.view.part("backward #0")))
+
+
+def test_diff_tab_names_every_op_the_fusion_put_in_a_region(report):
+    last = report.traces("forward")[-1]
+    inside = {m.name for n in last.ops if n.op == "call_module"
+              for m in last.gm.get_submodule(n.target).graph.nodes if m.op == "call_function"
+              and "getitem" not in m.name}
+    part = report.view.part("forward #0")
+    fused = {op for ops in part.depth["diff"]["data"]["fused"].values() for op in ops}
+    assert inside and fused == inside
+    shown = _text(part_depth_html("Diff", part))
+    assert all(op in shown for op in inside)
+
+
+def test_regions_tab_and_trace_lines_say_why_each_region_ends(report):
+    last = report.traces("forward")[-1]
+    ends = next(t.info["region_ends"] for t in reversed(report.traces("forward")) if t.info.get("region_ends"))
+    regions = [str(n.target) for n in last.ops if n.op == "call_module"]
+    assert regions and set(regions) <= set(ends)
+    text = str(last)
+    for region in regions:
+        line = next(ln for ln in text.splitlines() if re.search(rf"= {region}\(", ln))
+        if ends[region]:
+            counted = re.search(r"# ends: (.+)$", line).group(1)
+            total = sum(int(m.group(1)) if m.group(1) else 1 for m in re.finditer(r"\w+(?: x(\d+))?", counted))
+            assert total == len(ends[region]), (line, ends[region])
+    shown = _text(part_depth_html("Regions", report.view.part("forward #0")))
+    for region, rows in ends.items():
+        assert region in shown
+        for r in rows:
+            assert r["reason"] in shown
+
+
+def test_static_report_and_reloaded_report_show_the_same_tabs(report, tmp_path):
+    page = H.report_html(report)
+    for view in DEPTH_VIEWS:
+        assert f">{view}</label>" in page
+    again = Report.from_dict(json.loads(json.dumps(report.to_dict())))
+    for view in DEPTH_VIEWS:
+        for label in ("forward #0", "backward #0"):
+            assert part_depth_html(view, again.view.part(label)) == part_depth_html(view, report.view.part(label))
+
+
+def test_user_names_are_escaped_in_the_depth_views():
+    from trace_lab.report.view_model import PartView
+
+    evil = "<img src=x onerror=alert(1)>"
+    part = PartView("forward #0", "forward", 0, 0, [], {}, {
+        "saved": {"rows": [{"name": evil, "shape": [2], "dtype": "float32", "bytes": 8, "held_by": "activation",
+                            "recomputable": False, "op": evil, "source": evil}], "activation_bytes": 8},
+        "region_ends": {"stage": 1, "stage_name": evil, "ends": {evil: [{"node": evil, "name": evil, "op": evil,
+                                                                          "side": "input", "kind": "executor",
+                                                                          "reason": evil}]}},
+        "diff": {"error": evil}})
+    for view in DEPTH_VIEWS:
+        out = part_depth_html(view, part)
+        assert "<img" not in out and "&lt;img" in out
+
+
+def test_widget_has_the_depth_tabs_of_the_selected_part(report):
+    from trace_lab.notebook.runner import RunOptions
+    from trace_lab.notebook.session import Session
+    from trace_lab.notebook.widgets import LabView
+
+    view = LabView(runner=None, options=RunOptions(), runs=Session())
+    view.add_run("run 1", report)
+    assert tuple(view.tabs.titles[-3:]) == DEPTH_VIEWS
+    part = report.view.part("forward #0")
+    for name, w in view.depth.items():
+        assert part_depth_html(name, part) in w.value

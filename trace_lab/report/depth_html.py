@@ -1,0 +1,103 @@
+"""The depth views as HTML: Saved (for backward), Diff (first -> last stage), Regions (why each ends).
+
+Each reads one part's depth data (:mod:`.depth`, in the view model) and nothing live, so the
+static report, the notebook widget and a report reloaded from JSON show the same; every name
+from user code is escaped. :func:`depth_panels` gives the three panels of a whole report (one
+section per part), :func:`part_depth_html` one part's view for the widget's tabs.
+"""
+from __future__ import annotations
+
+from ..ir.printer import format_bytes
+from .packing import esc
+
+__all__ = ["DEPTH_VIEWS", "part_depth_html", "depth_panels"]
+
+DEPTH_VIEWS = ("Saved", "Diff", "Regions")
+
+
+def _why_none(data: dict | None) -> str:
+    why = (data or {}).get("error", "not recorded for this run")
+    return f'<div class="tl-placeholder">{esc(why)}</div>'
+
+
+def saved_html(depth: dict) -> str:
+    data = depth.get("saved") or {}
+    if "rows" not in data:
+        return _why_none(data)
+    head = ("name", "shape", "dtype", "bytes", "held by", "recomputable", "op", "source")
+    body = []
+    for r in data["rows"]:
+        cells = (r["name"], str(list(r["shape"])), r["dtype"],
+                 format_bytes(r["bytes"]) if r["held_by"] == "activation" else "-", r["held_by"],
+                 "yes" if r["recomputable"] else "no", r["op"], r["source"] or "")
+        body.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+    n_act = sum(r["held_by"] == "activation" for r in data["rows"])
+    total = (f"<p><b>saved activations: {esc(format_bytes(data['activation_bytes']))}</b> in {n_act} tensors, kept "
+             "from the forward into the backward (the saved part of the step's peak); inputs the caller holds anyway "
+             "add nothing. <i>recomputable</i>: cheap for a partitioner to recompute instead of saving.</p>")
+    return (total + '<div class="tl-scroll"><table class="tl-compare"><tr>'
+            + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>" + "".join(body) + "</table></div>")
+
+
+def diff_html(depth: dict) -> str:
+    data = depth.get("diff") or {}
+    if "data" not in data:
+        return _why_none(data)
+    d = data["data"]
+    pa, pb = d["peak_a"], d["peak_b"]
+    change = pb["bytes"] - pa["bytes"]
+    rows = [("from", d["a"]), ("to", d["b"]),
+            ("peak", f"{format_bytes(pa['bytes'])} at {pa['line']} -> {format_bytes(pb['bytes'])} at {pb['line']} "
+                     f"({'+' if change >= 0 else '-'}{format_bytes(abs(change))})")]
+    for region, ops in d["fused"].items():
+        rows.append((f"fused into {region}", ", ".join(ops)))
+    for label in ("unfused", "removed", "added", "moved"):
+        if d[label]:
+            rows.append((f"{label} ({len(d[label])})", ", ".join(d[label][:40]) + (" ..." if len(d[label]) > 40 else "")))
+    for label, key in (("alive at the new peak, not the old", "alive_only_at_b_peak"),
+                       ("alive at the old peak, not the new", "alive_only_at_a_peak")):
+        if d[key]:
+            rows.append((label, ", ".join(f"{n} {format_bytes(b)}" for n, b in d[key][:12])))
+    changed = sorted((m for m in d["memory"] if m["delta"]), key=lambda m: -abs(m["delta"]))[:12]
+    if changed:
+        rows.append(("live bytes after the line, largest changes", ", ".join(
+            f"{m['name']} {'+' if m['delta'] > 0 else '-'}{format_bytes(abs(m['delta']))}" for m in changed)))
+    return "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def regions_html(depth: dict) -> str:
+    data = depth.get("region_ends") or {}
+    if "ends" not in data:
+        return _why_none(data)
+    where = {"input": "feeding it", "output": "reading it", "next": "next region"}
+    out = [f"<p>Why each fused region of stage {esc(data['stage'])} ({esc(data['stage_name'])}) ends, at each "
+           "boundary: the executor cannot fuse the neighbour, a cycle would form, the horizontal cap, the memory "
+           "strategy's predicted rise, a collective, or the strategy does not merge that neighbour.</p>"]
+    for region, rows in data["ends"].items():
+        items = "".join(f"<li><code>{esc(r.get('name', r['node']))}</code> ({esc(r['op'])}, {esc(where.get(r['side'], r['side']))}): "
+                        f"<b>{esc(r['kind'])}</b> {esc(r['reason'])}</li>" for r in rows)
+        out.append(f"<details><summary><b>{esc(region)}</b>: {len(rows)} boundar{'y' if len(rows) == 1 else 'ies'}"
+                   f"</summary><ul>{items or '<li>none: nothing outside it to fuse with</li>'}</ul></details>")
+    return "".join(out)
+
+
+_RENDER = {"Saved": saved_html, "Diff": diff_html, "Regions": regions_html}
+
+
+def part_depth_html(view: str, part) -> str:
+    """One depth view (``"Saved"``, ``"Diff"``, ``"Regions"``) of one PartView."""
+    if part is None:
+        return '<div class="tl-placeholder">no program part selected</div>'
+    return _RENDER[view](part.depth or {})
+
+
+def depth_panels(parts) -> list[tuple[str, str]]:
+    """(title, HTML) of the three depth views for a whole report, one section per part (a forward's saved
+    table only: a backward saves nothing)."""
+    panels = []
+    for view in DEPTH_VIEWS:
+        shown = [p for p in parts if view != "Saved" or p.kind == "forward"]
+        body = "".join(f"<details open><summary><b>{esc(p.label)}</b></summary>{part_depth_html(view, p)}</details>"
+                       for p in shown) or '<div class="tl-placeholder">no program was compiled</div>'
+        panels.append((view, body))
+    return panels
