@@ -15,6 +15,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from examples import workloads
+from trace_lab.report.table import report_row
 
 pytestmark = pytest.mark.distributed
 
@@ -119,6 +120,25 @@ def test_no_sort_waits_and_an_optimizer_moved_onto_the_shards(ip):
     for r in rep.ranks:
         assert math.isclose(r["scalars"]["after"], expected, rel_tol=1e-5), (r, expected)
     assert "after" not in ip.user_ns and ip.user_ns["opt"] is opt
+    # notebook 05's "Try it yourself": the same cell with wait sorting, rerun with **sort waits** unticked,
+    # gives the unsorted run's programs again (the same lines, kernels and predicted peaks)
+    result = ip.run_cell("%%thunder_trace --nproc 2 --fsdp zero2 --executor eager --runs 0 -o r2s\n"
+                         "opt.zero_grad()\nl = net(inp).square().sum()\nl.backward()\nopt.step()\n"
+                         "after = net(inp).square().sum()")
+    assert result.success, result.error_in_exec
+    view = views(ip)[-1]
+    assert any("sort_waits" in o[0] for o in view.stage_select.options)
+    view.controls["sort_waits"].value = False
+    assert view.rerun() and view.wait(120) and view.last_error is None, view.last_error
+    rerun = view.runs.runs[-1].report
+    assert rerun.options["sort_waits"] is False and rerun.launch["nproc"] == 2
+
+    def program(r):
+        lines = {part: str(r.stored_traces(part)[-1]).splitlines()[1:] for part in ("forward #0", "backward #0")}
+        return lines, report_row(r)["kernels"], [(m["kind"], m["predicted_peak_above_inputs_bytes"]) for m in r.memory]
+
+    assert program(rerun) == program(rep)
+    assert program(ip.user_ns["r2s"])[0] != program(rep)[0]  # sorting did move lines: the check can fail
 
 
 def test_replicated_without_fsdp_and_errors_keep_state(ip):

@@ -7,7 +7,8 @@
   allocation and free of the CPU allocator, in time order; their running sum's
   maximum is the peak above entry. This counts every byte the allocator hands
   out, including small scalar temporaries that the model ignores.
-* Time: CUDA events or ``perf_counter`` around device-synchronised calls.
+* Time: CUDA events or ``perf_counter`` around device-synchronised calls, with Python's
+  cyclic garbage collector held off while they run (one collection before them).
   :func:`time_host_device` splits each call into host time (``perf_counter`` until
   the Python call returns: launching) and, on CUDA, device time (CUDA events recorded
   before and after the call, elapsed on the device). On CUDA, a call whose host time is
