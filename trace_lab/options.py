@@ -146,6 +146,18 @@ SCHEMA: tuple[Option, ...] = (
     Option("measure_comm", bool, None, stage="run", surfaces=frozenset({"inspect"}),
            help="measure exposed communication (wait stalls, collective calibration); None: in a multi-process run "
                 "whose programs hold collectives, when runs > 0."),
+    Option("measure_step", bool, False, stage="run", surfaces=frozenset({"inspect"}),
+           help="one more call measures the peak of the whole call (forward and backward together): the figure "
+                "a --baseline peer has, so the two are read side by side."),
+    Option("baseline", str, None, stage="notebook", surfaces=frozenset({"magic", "cell"}), metavar="PEERS",
+           rule="give a comma-separated list of eager, torch.compile, reduce-overhead",
+           help="also run the cell as PEERS would, e.g. eager,torch.compile (reduce-overhead: torch.compile's CUDA "
+                "graphs, GPU only), on deep copies of its inputs, measured as trace_lab's runs are (first call, "
+                "steady state, peak of the whole call), one Compare row each. Not with --nproc."),
+    Option("meta", bool, False, stage="notebook", surfaces=frozenset({"magic"}),
+           help="predict instead of run: capture the cell on the meta device (tensors and the modules it reads "
+                "replaced by meta twins) and show the predicted peak of each program part per fusion strategy, "
+                "allocating nothing (trace_lab.predict). Nothing runs, nothing is written back."),
 )
 OPTIONS: dict[str, Option] = {o.name: o for o in SCHEMA}
 FUSION_STRATEGIES = OPTIONS["fusion"].choices

@@ -14,6 +14,14 @@ from .runner import VALUE_NAME, RunOptions, inspect_cell
 __all__ = ["CellRunner"]
 
 
+def _tensors(args) -> list:
+    import torch
+
+    from ..run.compare import reachable_tensors
+
+    return [t for t in reachable_tensors(None, args) if isinstance(t, torch.Tensor)]
+
+
 class CellRunner:
     """Runs one cell program against one notebook namespace."""
 
@@ -33,3 +41,25 @@ class CellRunner:
         value = result.pop(VALUE_NAME, None)
         self.program.write_back(self.user_ns, result)
         return report, value
+
+    def run_peers(self, options: RunOptions, label: str, progress=None) -> list:
+        """[(label, Report)] of the cell run as each ``--baseline`` peer runs it (:mod:`trace_lab.run.peers`),
+        on copies of its inputs; nothing is written back."""
+        from ..run.peers import parse_peers, run_peer
+
+        out = []
+        for peer in parse_peers(options.baseline):
+            if progress is not None:
+                progress(f"baseline: running the cell as {peer}")
+            fn, args = self.program.build(self.user_ns, self.function_name)
+            name = f"{label} · {peer}"
+            out.append((name, run_peer(fn, args, peer, runs=options.runs, name=name, loss=lambda out: None)))
+        return out
+
+    def predict(self):
+        """``trace_lab.predict`` of the cell (``--meta``): its inputs and the modules it reads as meta twins."""
+        import trace_lab
+
+        fn, args = self.program.build(self.user_ns, self.function_name)
+        device = "cuda" if any(getattr(t, "is_cuda", False) for t in _tensors(args)) else "cpu"
+        return trace_lab.predict(fn, *args, device=device, loss=lambda out: None)

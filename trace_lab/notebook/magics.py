@@ -161,7 +161,19 @@ class ThunderTraceMagics(Magics):
         _output_name(args.output)  # a bad -o is refused before anything runs
         program = CellProgram.from_cell(source, self.shell)  # SyntaxError: the user's, shown as usual
         runner = CellRunner(program, self.shell.user_ns, function_name=_function_name(name))
+        if args.meta:
+            return self._predict(runner)
         return self._first_run(runner, options, name, args)
+
+    def _predict(self, runner):
+        """``--meta``: the predicted peaks of the cell per strategy, nothing allocated, nothing written back."""
+        __tracebackhide__ = True  # noqa: F841
+        try:
+            prediction = runner.predict()
+        except TraceLabError as e:
+            raise UsageError(f"--meta: {type(e).__name__}: {e}") from None
+        _display(prediction, display_id=False)
+        return None
 
     def _first_run(self, runner, options, name, args):
         __tracebackhide__ = True  # noqa: F841
@@ -188,7 +200,15 @@ class ThunderTraceMagics(Magics):
             if tb is not None:
                 raise e.with_traceback(tb) from None
             raise
+        peers = []
+        if options.baseline:
+            try:
+                peers = runner.run_peers(options, label, progress=step)
+            except TraceLabError as e:  # the run itself stands: say why the peers are missing
+                report.warnings.append(f"--baseline: {e}")
         view = LabView(runner, options, runs, compare, base_label=name, shell=self.shell)
+        for peer_label, peer_report in peers:
+            view.add_run(peer_label, peer_report)
         view.add_run(label, report)
         view.display_handle = handle
         self.views.append(view)

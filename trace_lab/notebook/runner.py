@@ -45,6 +45,12 @@ def default_executor() -> str:
 
 def _validate(self) -> "RunOptions":
     """The checks between options (each option's own values are checked when a RunOptions is made)."""
+    if self.baseline is not None:
+        from ..run.peers import parse_peers
+
+        parse_peers(self.baseline)  # a clear error before anything runs
+        if self.nproc is not None or self.fsdp is not None:
+            raise TraceLabError("--baseline: peers run in this process; drop --baseline with --nproc/--fsdp")
     if self.max_inflight_gathers != "auto" and not self.fsdp:
         shown = OPTIONS["max_inflight_gathers"].flag_none if self.max_inflight_gathers is None else \
             self.max_inflight_gathers
@@ -103,7 +109,8 @@ def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
     given = {n: getattr(options, n) for n in names("cell") if n in names("inspect")}
     with _reporting(progress):
         report = trace_lab.inspect(fn, *args, **given, measure_memory=options.runs > 0, backward=None,
-                                   loss=keep_output, name=label, progress=progress)
+                                   loss=keep_output, name=label, progress=progress,
+                                   measure_step=bool(options.baseline))  # the figure --baseline peers have
     return report, (dict(outputs[-1]) if outputs and isinstance(outputs[-1], dict) else {})
 
 

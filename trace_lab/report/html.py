@@ -544,6 +544,8 @@ def _extra_summary_rows(report) -> list[tuple[str, str]]:
 
     row = report_row(report)
     rows = [("options", ", ".join(f"{k}={v}" for k, v in report.options.items() if v is not None))]
+    if row["kernels"] is None:  # a --baseline peer: nothing traced
+        return rows
     fus = f"{plural(row['fusions'], 'fused region')}, {plural(row['kernels'], 'kernel')}"
     if row["cache_hits"] is not None:
         fus += f", {plural(row['cache_hits'], 'fusion-cache hit')}"
@@ -741,7 +743,8 @@ _COL_TITLES = {"run": "run", "fusion": "fusion", "executor": "executor", "fusion
                "sort_waits": "wait<br>sorting", "compile_s": "compile<br>s", "first_run_s": "1st call<br>s",
                "steady_ms": "steady<br>ms", "forward_peak_predicted": "forward peak<br>predicted",
                "forward_peak_measured": "forward peak<br>measured", "backward_peak_predicted": "backward peak<br>predicted",
-               "backward_peak_measured": "backward peak<br>measured", "kernels": "kernels", "fusions": "fused<br>regions",
+               "backward_peak_measured": "backward peak<br>measured", "step_peak_measured": "whole call<br>peak measured",
+               "kernels": "kernels", "fusions": "fused<br>regions",
                "cache_hits": "cache<br>hits", "matches_eager": "vs eager"}
 _OPTION_WORDS = {"fusion": "fusion={}", "executor": "executor={}", "fusion_cache": "fusion cache {}",
                  "sort_waits": "wait sorting {}"}
@@ -789,6 +792,9 @@ def compare_html(rows: list[dict], best: dict[str, set[int]] | None = None) -> s
     top = f'<div class="tl-placeholder">every run: {every}</div>' if every else ""
     notes = ["peaks are above the program's inputs (memory it allocates beyond what was allocated when it "
              "was called); forward and backward apart"]
+    if any(r.get("step_peak_measured") is not None for r in rows):
+        notes.append("whole call: forward and backward of one call together, measured the same way for trace_lab's "
+                     "runs and the --baseline peers (which trace nothing: no predicted peaks, kernels or regions)")
     if best:
         notes.append("&#9733; best (lowest) time or peak of the column")
     note = f'<div class="tl-placeholder">{"; ".join(notes)}</div>'

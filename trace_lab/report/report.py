@@ -108,13 +108,17 @@ class Report:
     # per timed call: host time (until the call returns) and, on CUDA, device time (CUDA events) and
     # whether the program is host-bound (trace_lab.measure.CallTimes.to_dict); None when not timed
     timing: dict | None = None
+    # the peak of the whole call (forward and backward together), {"measured_bytes", "method"}: measured for a
+    # --baseline peer (run/peers.py) and for a trace_lab run beside one (inspect(..., measure_step=True))
+    step_peak: dict | None = None
+    peer: str | None = None  # a --baseline peer's name ('eager', 'torch.compile', ...): nothing traced
     view: ViewModel = field(default_factory=ViewModel, repr=False)  # what the views show (.view_model)
     jfn: object = field(default=None, repr=False, compare=False)
 
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_run(cls, jfn, *, name, device, first_run_seconds, steady_seconds, run_seconds, comparison,
-                 measurements, warnings, comm=None, timing=None) -> "Report":
+                 measurements, warnings, comm=None, timing=None, step_peak=None) -> "Report":
         programs = [{"index": p.index, "reason": p.reason, "inputs": p.input_descriptors} for p in jfn.programs]
         passes = executor_s = 0.0
         for pos, _, part in program_parts(jfn):
@@ -141,7 +145,8 @@ class Report:
             first_run_seconds=first_run_seconds, steady_seconds=steady_seconds, run_seconds=list(run_seconds),
             comparison=comparison.to_dict() if comparison is not None else None, memory=memory,
             warnings=list(dict.fromkeys(warnings)), created=datetime.datetime.now().isoformat(timespec="seconds"),
-            torch_version=torch.__version__, comm=comm, timing=timing, view=build_view(jfn, comm), jfn=jfn,
+            torch_version=torch.__version__, comm=comm, timing=timing, step_peak=step_peak, view=build_view(jfn, comm),
+            jfn=jfn,
         )
 
     @classmethod
@@ -209,6 +214,10 @@ class Report:
             rows.append((f"peak {m['kind']} #{m['program']}",
                          f"predicted {format_bytes(m['predicted_peak_above_inputs_bytes'])}, measured "
                          + (format_bytes(measured) if measured is not None else "n/a") + " above inputs"))
+        if self.step_peak is not None:
+            measured = self.step_peak.get("measured_bytes")
+            rows.append(("peak of the whole call", (format_bytes(measured) if measured is not None else "n/a")
+                         + " above inputs, forward and backward together (measured)"))
         for p, kind, part in summary_parts(self.programs):
             s = part["stages"][-1]
             rows.append((f"{kind} #{p['index']}", f"{plural(s['ops'], 'op')}, {plural(s['regions'], 'fused region')}"

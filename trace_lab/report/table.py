@@ -12,6 +12,8 @@ Columns (``COLUMNS``): the run's label and options, then
 * ``forward_peak_predicted`` / ``backward_peak_predicted`` - the largest predicted peak of the forward
   (inference) / backward programs (bytes; None when the run has no such program)
 * ``forward_peak_measured`` / ``backward_peak_measured`` - the same, measured (None if not measured)
+* ``step_peak_measured`` - the peak of the whole call, forward and backward together (measured for a
+  ``--baseline`` peer, and for trace_lab's run beside one: ``inspect(..., measure_step=True)``)
 * ``kernels``        - lines of the final traces (each op or fused region is one launch)
 * ``fusions``        - fused regions in the final traces
 * ``cache_hits``     - regions whose compiled kernel came from the fusion cache (None if unknown)
@@ -41,7 +43,8 @@ __all__ = ["COLUMNS", "OPTION_COLUMNS", "PEAK_COLUMNS", "LOWER_IS_BETTER", "repo
            "shown_columns"]
 
 OPTION_COLUMNS = ["fusion", "executor", "fusion_cache", "sort_waits"]
-PEAK_COLUMNS = ["forward_peak_predicted", "forward_peak_measured", "backward_peak_predicted", "backward_peak_measured"]
+PEAK_COLUMNS = ["forward_peak_predicted", "forward_peak_measured", "backward_peak_predicted", "backward_peak_measured",
+                "step_peak_measured"]
 COLUMNS = ["run", *OPTION_COLUMNS, "compile_s", "first_run_s", "steady_ms", *PEAK_COLUMNS,
            "kernels", "fusions", "cache_hits", "matches_eager"]
 # columns where the lowest value is the better run on its own (issue 18: "fewest kernels" is not: horizontal
@@ -100,13 +103,17 @@ def report_row(report, label: str | None = None) -> dict:
         "forward_peak_measured": measured(_FORWARD_KINDS),
         "backward_peak_predicted": predicted(("backward",)),
         "backward_peak_measured": measured(("backward",)),
+        "step_peak_measured": (getattr(report, "step_peak", None) or {}).get("measured_bytes"),
         "kernels": sum(s["ops"] for s in finals),
         "fusions": sum(s["regions"] for s in finals),
         "cache_hits": _cache_hits(report),
         "matches_eager": None if report.comparison is None else bool(report.comparison["ok"]),
     }
+    if getattr(report, "peer", None):  # a --baseline peer traces nothing: no kernels, regions or cache to count
+        row.update(fusion_cache=None, kernels=None, fusions=None)
     row["peak_predicted"] = _largest([row["forward_peak_predicted"], row["backward_peak_predicted"]])
-    row["peak_measured"] = _largest([row["forward_peak_measured"], row["backward_peak_measured"]])
+    row["peak_measured"] = _largest([row["forward_peak_measured"], row["backward_peak_measured"],
+                                     row["step_peak_measured"]])
     return row
 
 

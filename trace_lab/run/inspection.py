@@ -25,7 +25,7 @@ from . import compare
 from ..errors import nothing_captured
 from .jit import JitFunction
 from ..options import OPTIONS, Options, check_option, names, with_signature
-from ..runtime.measure import median, synchronize, time_host_device
+from ..runtime.measure import measure_peak, median, synchronize, time_host_device
 from ..capture.session import program_parts
 
 __all__ = ["inspect", "default_loss"]
@@ -131,6 +131,11 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
         with jfn.measuring():
             call(jfn, args)
     measurements = jfn.measurements[n_measure:]
+    step_peak = None
+    if opts["measure_step"]:  # the whole call, as a --baseline peer is measured (run/peers.py)
+        say("measuring the peak of the whole call")
+        _, peak, method = measure_peak(lambda boxed: call(jfn, boxed), args, device)
+        step_peak = {"measured_bytes": peak, "method": method}
     gap = _collective_scratch_note(jfn, measurements, device)
     if gap:
         warnings.append(gap)
@@ -150,7 +155,8 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
         comm = _measure_comm(lambda: call(jfn, args), device, jfn=jfn, steps=1, iter_seconds=median(times))
     return Report.from_run(jfn, name=opts["name"], device=device, first_run_seconds=first_run,
                            steady_seconds=median(times), run_seconds=times, comparison=comparison,
-                           measurements=measurements, warnings=warnings, comm=comm, timing=timing)
+                           measurements=measurements, warnings=warnings, comm=comm, timing=timing,
+                           step_peak=step_peak)
 
 
 def _seed(seed: int | None) -> None:

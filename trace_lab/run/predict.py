@@ -64,6 +64,22 @@ class Prediction:
     def to_dict(self) -> dict:
         return {"device": self.device, "parts": [vars(p) for p in self.parts], "notes": list(self.notes)}
 
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython's text form: the table
+        printer.text(str(self))
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        from ..ir.printer import format_bytes
+
+        rows = "".join(f"<tr><td>{escape(p.strategy)}</td><td>{escape(p.kind)} #{p.program}</td>"
+                       f"<td>{escape(format_bytes(p.peak_above_inputs))}</td><td>{escape(format_bytes(p.high_water))}</td></tr>"
+                       for p in self.parts)
+        notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
+        return (f"<div class='tl-report'><b>predicted on the meta device ({escape(self.device)} allocator "
+                "modelled): nothing was allocated or run</b><table><tr><th>strategy</th><th>program</th>"
+                f"<th>peak above inputs</th><th>high-water incl. inputs</th></tr>{rows}</table><ul>{notes}</ul></div>")
+
     def __str__(self) -> str:
         from ..ir.printer import format_bytes
 
@@ -76,7 +92,23 @@ class Prediction:
         return "\n".join(lines + [f"note: {n}" for n in self.notes])
 
 
+def _meta_module(module: torch.nn.Module) -> torch.nn.Module:
+    """A twin of ``module`` whose parameters and buffers are meta tensors, made without copying a weight: the
+    deep copy finds every tensor already in its memo (the module itself is untouched)."""
+    import copy
+
+    memo: dict = {}
+    for t in list(module.parameters()) + list(module.buffers()):
+        if id(t) not in memo:
+            twin = _meta(t.detach())
+            memo[id(t)] = torch.nn.Parameter(twin, requires_grad=t.requires_grad) \
+                if isinstance(t, torch.nn.Parameter) else twin
+    return copy.deepcopy(module, memo)
+
+
 def _meta(x):
+    if isinstance(x, torch.nn.Module):  # a module the function reads as an argument (a notebook cell's model)
+        return _meta_module(x)
     if isinstance(x, torch.Tensor):
         t = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
         return t.requires_grad_(x.requires_grad) if x.is_floating_point() or x.is_complex() else t

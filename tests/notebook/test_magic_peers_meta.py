@@ -1,0 +1,90 @@
+"""%%thunder_trace --baseline (peers in Compare) and --meta (predict without running), issue 17 items 7-8.
+
+Expected figures are worked out by hand from the cells' tensors (float32, CPU: the profiler's
+allocator events count exact bytes), never taken from the code under test.
+"""
+from __future__ import annotations
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from trace_lab.report.table import report_row
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = InteractiveShell.instance()
+    shell.display_pub.publish = lambda *a, **k: None
+    shell.run_line_magic("load_ext", "trace_lab")
+    shell.run_cell("import torch")
+    return shell
+
+
+def _view(ip):
+    return ip.magics_manager.registry["ThunderTraceMagics"].views[-1]
+
+
+def test_baseline_adds_a_row_per_peer_measured_like_the_run(ip):
+    ip.run_cell("x = torch.ones(1024, 256)")
+    result = ip.run_cell("%%thunder_trace --baseline eager,torch.compile --runs 2 --name peers\ny = x * 2\nz = y + 1\n")
+    assert result.error_in_exec is None, result.error_in_exec
+    runs = {r.label: r.report for r in _view(ip).runs.runs}
+    assert set(runs) == {"peers", "peers · eager", "peers · torch.compile"}
+    # the cell keeps y and z (it binds them): 2 x 1 MiB above its input, whoever runs it
+    for label, report in runs.items():
+        # within the README's tolerance (the profiler also counts the runtime's few-byte scalars)
+        assert abs(report.step_peak["measured_bytes"] - 2 * MIB) <= 0.01 * 2 * MIB + 1024, (label, report.step_peak)
+        assert report.steady_seconds is not None and report.first_run_seconds > 0
+    eager = report_row(runs["peers · eager"])
+    assert eager["kernels"] is None and eager["fusions"] is None
+    assert eager["step_peak_measured"] == runs["peers · eager"].step_peak["measured_bytes"]
+    assert "whole call" in _view(ip).table.value
+    assert float(ip.user_ns["z"][0, 0]) == 3.0  # written back by trace_lab's run only, once
+
+
+def test_reduce_overhead_on_cpu_is_said_and_the_run_stands(ip):
+    ip.run_cell("x = torch.ones(64, 64)")
+    result = ip.run_cell("%%thunder_trace --baseline reduce-overhead --runs 1 -o rep_ro\ny = x.relu()\n")
+    assert result.error_in_exec is None
+    rep = ip.user_ns["rep_ro"]
+    assert any("reduce-overhead" in w and "GPU" in w for w in rep.warnings), rep.warnings
+    assert [r.label for r in _view(ip).runs.runs] == [rep.name]
+
+
+@pytest.mark.parametrize("line, message", [
+    ("--baseline eagr", "'eagr' is not a peer"),
+    ("--baseline eager --nproc 2", "drop --baseline with --nproc"),
+])
+def test_bad_baselines_are_clear_usage_errors(ip, line, message):
+    with pytest.raises(UsageError, match=message):
+        ip.run_cell_magic("thunder_trace", line, "y = x + 1\n")
+
+
+def test_meta_predicts_per_strategy_without_running_or_writing_back(ip):
+    ip.run_cell("x = torch.ones(1024, 256); model = torch.nn.Linear(256, 256)")
+    shown = []
+    ip.display_pub.publish = lambda data, *a, **k: shown.append(data)
+    try:
+        result = ip.run_cell("%%thunder_trace --meta\nw = torch.relu(x) * 2\nv = model(x)\n")
+    finally:
+        ip.display_pub.publish = lambda *a, **k: None
+    assert result.error_in_exec is None, result.error_in_exec
+    assert "w" not in ip.user_ns and "v" not in ip.user_ns  # nothing ran, nothing written back
+    assert model_weight_untouched(ip)
+    (data,) = shown
+    html = data["text/html"]
+    assert "nothing was allocated" in html
+    # none: relu's output and the product coexist (2 MiB), then the linear's output (1 MiB) joins the kept w:
+    # peak = w + relu's output, or w + v = 2 MiB; fused (dataflow): relu*2 is one region writing w only, so
+    # the peak is w + v = 2 MiB as well; the forward's inputs (x, weight, bias) are not counted
+    text = data["text/plain"]
+    rows = {ln.split()[0]: ln for ln in text.splitlines() if ln.split() and ln.split()[0] in ("none", "dataflow")}
+    assert "2.00 MiB" in rows["none"] and "2.00 MiB" in rows["dataflow"], text
+
+
+def model_weight_untouched(ip) -> bool:
+    w = ip.user_ns["model"].weight
+    return w.device.type == "cpu" and w.grad is None
