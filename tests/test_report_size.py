@@ -86,6 +86,24 @@ def test_big_program_output_without_dot_carries_the_renderer_once(big, monkeypat
     assert total < MB, f"without dot the output would be {total:,} bytes"
 
 
+def test_standalone_page_embeds_shared_assets_once(big, monkeypatch):
+    """Issue 18 item 10: the page of a report with a packed trace, packed graphs and packed plots carries each
+    shared asset once: the unpacker, the graphs' CSS and pan/zoom script, the trace's and the plots' scripts;
+    without `dot`, the WebAssembly renderer once for every graph."""
+    from trace_lab.report.html import INFLATE_JS, PLOTS_JS
+
+    rep, _ = big
+    page = standalone_page(rep)
+    assert page.count("class='tl-svgz'") >= 1 and len(_packed(_section(page, 1))) == 1  # every kind is there
+    for asset in (INFLATE_JS, dot_render.PANZOOM_JS, dot_render.CSS, dot_render.DOT_FN_JS, PLOTS_JS,
+                  TRACE_JS[len(INFLATE_JS):]):
+        assert page.count(asset) == 1, asset[:80]
+    monkeypatch.setattr(dot_render, "dot_available", lambda: False)
+    page = standalone_page(rep)
+    assert page.count(render._viz_packed()[:400]) == 1 and page.count(dot_render.PANZOOM_JS) == 1
+    assert page.count(INFLATE_JS) == 1
+
+
 def test_whole_trace_is_reachable_from_the_page(big):
     rep, page = big
     trace_tab = _section(page, 1)

@@ -860,8 +860,14 @@ def report_html(report, runs=None) -> str:
     panels = [("Summary", summary), ("Trace", traces_html(report)), ("Graph", graphs_html(report)),
               ("Memory", memory), ("Compare", compare_html(rows)), *depth_panels(report_parts(report))]
     script = f"<script>{INFLATE_JS}{PLOTS_JS}</script>" if packed_summary or packed_memory else ""
-    return (f'<div class="tl-report"><style>{css()}</style><h3>trace_lab: {esc(report.name)}</h3>'
+    page = (f'<div class="tl-report"><style>{css()}</style><h3>trace_lab: {esc(report.name)}</h3>'
             f"{tabs_html(panels)}{script}</div>")
+    # the unpacker is part of every tab's script that needs it; a page keeps its first copy (which runs first)
+    first = page.find(INFLATE_JS)
+    if first >= 0:
+        cut = first + len(INFLATE_JS)
+        page = page[:cut] + page[cut:].replace(INFLATE_JS, "")
+    return page
 
 
 def error_html(title: str, message: str) -> str:
