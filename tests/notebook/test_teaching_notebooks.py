@@ -153,6 +153,10 @@ def check_fusion_and_peak(nb):
     assert mpk == npk and int(mf) > 0, "memory keeps none's peak while still fusing"
     matrix = 256 * 256 * 4
     assert _bytes(npk) == 3 * matrix and _bytes(hpk) == 20 * matrix  # "three matrices", "20 matrices"
+    # "ten independent paths ... a few 256x256 matrices": what the program cell prints
+    assert re.search(r"^10 paths; every input is \(256, 256\) torch\.float32 = 256\.00 KiB$",
+                     _stdout(_code(nb, "print(len(t0s)")), re.M)
+    quotes(_md(nb, "This notebook replays"), "runs ten independent *paths*", "a few 256x256 matrices")
     # the eager figure (GPU), quoted in the introduction, is none's peak here too: three matrices
     assert _bytes(npk) == 0.75 * UNITS["MiB"]
     quotes(_md(nb, "This notebook replays"), "eager needs 0.75 MiB, Thunder 2.25 MiB")
