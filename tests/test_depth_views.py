@@ -123,7 +123,7 @@ def test_widget_has_the_depth_tabs_of_the_selected_part(report):
 
     view = LabView(runner=None, options=RunOptions(), runs=Session())
     view.add_run("run 1", report)
-    assert tuple(view.tabs.titles[-3:]) == DEPTH_VIEWS
+    assert tuple(view.tabs.titles[-4:-1]) == DEPTH_VIEWS and view.tabs.titles[-1] == "Timeline"
     part = report.view.part("forward #0")
     for name, w in view.depth.items():
         assert part_depth_html(name, part) in w.value

@@ -7,7 +7,9 @@ bars; a stage longer than ``LAZY_LINES`` shows a window around its head, peak
 and tail until "whole trace" is pressed, so the widget state stays small), Graph (before/after fusion, rendered when the tab is opened), Memory
 (one curve per run), Compare (one row per run, best values starred), and the selected part's
 depth views (:mod:`trace_lab.report.depth_html`): Saved (for backward), Diff (first -> last
-stage), Regions (why each fused region ends).
+stage), Regions (why each fused region ends); and Timeline (a ``--profile`` run's lines timed on
+a host and a device lane, :mod:`trace_lab.report.line_timeline`; the Trace tab then shows each
+line's time).
 
 Displaying a LabView gives a MIME bundle with the widget view *and* the same
 content as static HTML (``trace_lab.report.html.report_html``) plus the text
@@ -42,6 +44,8 @@ from ..options import SCHEMA
 from ..report.html import (BARS_LEGEND, LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html,
                            report_parts, report_html, summary_html)
 from ..report.depth_html import DEPTH_VIEWS, part_depth_html
+from ..report.html import stage_times
+from ..report.line_timeline import timeline_html
 from .graph_widget import GraphView
 from .progress import RunProgress
 from .runner import RunOptions
@@ -182,10 +186,11 @@ class LabView:
         self.memory = W.HTML()
         self.table = W.HTML()
         self.depth = {view: W.HTML() for view in DEPTH_VIEWS}  # Saved, Diff, Regions of the selected part
+        self.timeline = W.HTML()  # the shown run's lines timed on two lanes (a --profile run)
         self.tabs = W.Tab(children=[self.summary, W.VBox([W.HBox([self.stage_select, self.whole_trace]), self.trace]),
                                     W.VBox([self.graph, self.graph_view]), self.memory,
-                                    self.table, *self.depth.values()])
-        self.tabs.titles = ("Summary", "Trace", "Graph", "Memory", "Compare", *DEPTH_VIEWS)
+                                    self.table, *self.depth.values(), self.timeline])
+        self.tabs.titles = ("Summary", "Trace", "Graph", "Memory", "Compare", *DEPTH_VIEWS, "Timeline")
         self.widget = W.VBox([
             W.HTML(f"<style>{css()}</style>"),
             W.HBox([*self.controls.values(), self.rerun_button, self.stop_button],
@@ -197,7 +202,8 @@ class LabView:
         self.widget.add_class("tl-lab")
         for w, cls in ((self.summary, "tl-summary-area"), (self.trace, "tl-trace-area"), (self.graph, "tl-graph-area"),
                        (self.memory, "tl-memory-area"), (self.table, "tl-compare-area"), (self.status, "tl-status"),
-                       *((w, f"tl-{view.lower()}-area") for view, w in self.depth.items())):
+                       *((w, f"tl-{view.lower()}-area") for view, w in self.depth.items()),
+                       (self.timeline, "tl-timeline-area")):
             w.add_class(cls)  # stable hooks for browser tests and user CSS
         self.progress.layout.display = "none"
         self.rerun_button.on_click(lambda _b: self.rerun())
@@ -363,6 +369,7 @@ class LabView:
             return
         report = run.report
         self.summary.value = _wrap(summary_html(report))
+        self.timeline.value = _wrap(timeline_html(report))
         parts = report_parts(report)
         programs = sorted({p.label.split(" #")[1] for p in parts}, key=int)
         self.program_select.unobserve(self._on_part, names="value")
@@ -437,7 +444,9 @@ class LabView:
                 "<code>print(report.traces(kind)[k])</code> (keep the Report with <code>-o report</code>).")
         self.trace.value = _wrap(f'<div class="tl-placeholder">{BARS_LEGEND}</div>'
                                  + code_html(stage, None if self.whole_trace.value else LAZY_LINES,
-                                             how_to_see_all=hint, anchor=f"tlw{id(self):x}-peak"))
+                                             how_to_see_all=hint, anchor=f"tlw{id(self):x}-peak",
+                                             times=stage_times(self._shown.report, part)
+                                             if self.stage_select.value == len(part.stages) - 1 else None))
 
     def _on_tab(self, change) -> None:
         if change["new"] == 2 and not self.graph.value:

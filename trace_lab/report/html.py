@@ -34,13 +34,14 @@ import uuid
 from functools import lru_cache
 
 from .packing import INFLATE_JS, esc, pack, unpack  # noqa: F401 - re-exported
+from .line_timeline import time_note
 from .view_model import line_region
 
 __all__ = ["esc", "code_html", "summary_html", "traces_html", "graphs_html", "memory_html",
            "compare_html", "memory_plot_data", "tabs_html", "report_html", "standalone_page", "memory_curves", "report_parts", "error_html",
            "css", "pack", "unpack", "INFLATE_JS", "LAZY_LINES", "part_data", "stage_lines"]
 
-TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare", "Saved", "Diff", "Regions"]
+TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare", "Saved", "Diff", "Regions", "Timeline"]
 
 _BASE_CSS = """
 .tl-report{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;color:#1f2328}
@@ -69,6 +70,7 @@ _BASE_CSS = """
 .tl-code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;line-height:1.35;
   background:#f6f8fa;padding:4px 0;overflow:auto;max-height:560px;border:1px solid #d0d7de}
 .tl-code .tl-l{display:flex;white-space:pre;min-height:1.35em}
+.tl-code .tl-time{color:#8250df;white-space:nowrap}
 .tl-code .tl-l code{font-family:inherit;background:none;padding:0 6px 0 calc(6px + 3em);text-indent:-3em;
   white-space:pre-wrap;overflow-wrap:anywhere;flex:1 1 auto;min-width:0}
 .tl-report .tl-jump{font-size:12px;margin:2px 0}
@@ -331,8 +333,13 @@ def _bar_tip(live_after, high_water, allocated, freed, base) -> str:
             f"{_fmt_bytes(high_water - base)}; +{_fmt_bytes(allocated)} -{_fmt_bytes(freed)}")
 
 
-def _row_html(shown, row, base, scale, capped: bool = False, anchor: str | None = None) -> str:
+def _row_html(shown, row, base, scale, capped: bool = False, anchor: str | None = None, times=None) -> str:
     i, m, n_inner = row
+    timed = times.get(m.op) if times and m is not None else None
+    text = shown[i]
+    if timed is not None:  # the line's measured time (report/line_timeline.py), after its text
+        text += f'<span class="tl-time"> &#9201; {esc(time_note(*timed, times.get("device", False)))}</span>'
+
     if m is not None:
         pct = 100.0 * max(m.live_after - base, 0) / scale
         hw = 100.0 * max(m.high_water - base, 0) / scale
@@ -345,7 +352,7 @@ def _row_html(shown, row, base, scale, capped: bool = False, anchor: str | None 
     cls = "tl-l tl-pk" if peak else "tl-l"
     code = f'<code id="{esc(anchor)}">' if peak and anchor else "<code>"  # the jump-to-peak link's target
     if not n_inner:
-        return f'<div class="{cls}">{bar}{code}{shown[i]}</code></div>'
+        return f'<div class="{cls}">{bar}{code}{text}</code></div>'
     first, last = _inner_lines(row, capped)
     kind = "tl-inner" if not getattr(row, "params", False) else "tl-pin"
     line = ('<div class="tl-l ' + kind + '"><span class="tl-bar tl-nb"></span><code>{}</code></div>').format
@@ -354,10 +361,10 @@ def _row_html(shown, row, base, scale, capped: bool = False, anchor: str | None 
         inner += _gap_html(first[-1] + 1, last[0]) + "".join(line(shown[j]) for j in last)
     if getattr(row, "params", False):
         hint = f"{n_inner} more input{'s' if n_inner != 1 else ''}"
-        return (f'<details class="tl-region tl-params"><summary><div class="{cls}">{bar}{code}{shown[i]}'
+        return (f'<details class="tl-region tl-params"><summary><div class="{cls}">{bar}{code}{text}'
                 f'<span class="tl-fold">{hint}</span></code></div></summary>{inner}</details>')
     hint = f"{n_inner} op{'s' if n_inner != 1 else ''}"
-    return (f'<details class="tl-region"><summary><div class="{cls}">{bar}{code}{shown[i]}'
+    return (f'<details class="tl-region"><summary><div class="{cls}">{bar}{code}{text}'
             f'<span class="tl-fold">{hint}</span></code></div></summary>{inner}</details>')
 
 
@@ -384,7 +391,7 @@ def _jump_html(rows, base, anchor: str | None) -> str:
 
 
 def code_html(view, max_lines: int | None = LAZY_LINES, *, data_id: str | None = None, stage: int = 0,
-              how_to_see_all: str = "", anchor: str | None = None) -> str:
+              how_to_see_all: str = "", anchor: str | None = None, times: dict | None = None) -> str:
     """One stage (a :class:`~trace_lab.report.view_model.StageView`): highlighted lines, a live-bytes
     bar per op line, the peak line marked, each fused region's ops folded under its line.
 
@@ -394,13 +401,15 @@ def code_html(view, max_lines: int | None = LAZY_LINES, *, data_id: str | None =
     "show all N lines" button that draws every line in the browser; ``how_to_see_all`` is
     shown next to it (or alone) to say how else to read the whole trace. ``anchor``: an id for the
     peak line and a "jump to the peak" link above the lines (plain HTML: works where scripts do not
-    run); ids are unique per page, so the caller makes them."""
+    run); ids are unique per page, so the caller makes them. ``times``: {op index: (host us, device us)} of
+    the stage's lines (a profiled run's final stage, :func:`.line_timeline.line_times_of`; key ``"device"``:
+    whether device time was measured), shown after each timed line."""
     lines, rows = _layout(view)
     base, scale = _scale(view)
     jump = _jump_html(rows, base, anchor)
     if max_lines is None or len(lines) <= max_lines:
         shown = highlight_lines("\n".join(lines))
-        body = "".join(_row_html(shown, r, base, scale, anchor=anchor) for r in rows)
+        body = "".join(_row_html(shown, r, base, scale, anchor=anchor, times=times) for r in rows)
         return f'{jump}<div class="tl-code">{body}</div>'
     keep = _window_rows(rows, len(lines))
     # highlight only the lines shown (no token spans a line, so each line comes out as in the whole text)
@@ -414,7 +423,7 @@ def code_html(view, max_lines: int | None = LAZY_LINES, *, data_id: str | None =
         if hidden_from is not None:
             out.append(_gap_html(hidden_from, row[0]))
             hidden_from = None
-        out.append(_row_html(shown, row, base, scale, capped=True, anchor=anchor))
+        out.append(_row_html(shown, row, base, scale, capped=True, anchor=anchor, times=times))
     if hidden_from is not None:
         out.append(_gap_html(hidden_from, len(lines)))
     n_shown = len(needed)
@@ -533,6 +542,16 @@ def part_data_html(data_id: str, stages) -> str:
 
 
 # -- report parts ----------------------------------------------------------------------------
+def stage_times(report, part) -> dict | None:
+    """The measured time of each line of ``part``'s final stage (``code_html``'s ``times``), or None."""
+    from .line_timeline import line_times_of
+
+    times = line_times_of(report, part)
+    if not times:
+        return None
+    return {**times, "device": (report.line_times or {}).get("device") == "cuda"}
+
+
 def report_parts(report) -> list:
     """The program parts of a report's view model (:class:`~trace_lab.report.view_model.PartView`: label
     'forward #0', stages, graphs), whether the run was here, in another process or loaded from JSON."""
@@ -615,7 +634,8 @@ def traces_html(report) -> str:
                         f"differs</div>")
             else:
                 body = code_html(t, LAZY_LINES, data_id=data_id, stage=k, how_to_see_all=_see_all_hint(report, part, k),
-                                 anchor=f"{anchor_id}-{k}")
+                                 anchor=f"{anchor_id}-{k}",
+                                 times=stage_times(report, part) if k == len(stages) - 1 else None)
             inner.append(f"<details{opened}><summary>{head}</summary>{body}</details>")
         hidden = [t.stage for k, t in enumerate(stages) if part.unchanged_sort_waits(k)]
         if hidden:
@@ -844,7 +864,7 @@ def _pack_plots(fragment: str) -> tuple[str, bool]:
 
 
 def report_html(report, runs=None) -> str:
-    """The whole static view: tabs Summary, Trace, Graph, Memory, Compare, Saved, Diff, Regions.
+    """The whole static view: tabs Summary, Trace, Graph, Memory, Compare, Saved, Diff, Regions, Timeline.
 
     ``runs``: [(label, Report)] of the comparison this report belongs to (default: itself). Large plots
     (Summary's timeline, Memory) are stored packed (:func:`_pack_plots`): every output is kept in the notebook.
@@ -856,9 +876,11 @@ def report_html(report, runs=None) -> str:
     summary, packed_summary = _pack_plots(summary_html(report))
     memory, packed_memory = _pack_plots(memory_html(runs))
     from .depth_html import depth_panels
+    from .line_timeline import timeline_html
 
     panels = [("Summary", summary), ("Trace", traces_html(report)), ("Graph", graphs_html(report)),
-              ("Memory", memory), ("Compare", compare_html(rows)), *depth_panels(report_parts(report))]
+              ("Memory", memory), ("Compare", compare_html(rows)), *depth_panels(report_parts(report)),
+              ("Timeline", timeline_html(report))]
     script = f"<script>{INFLATE_JS}{PLOTS_JS}</script>" if packed_summary or packed_memory else ""
     page = (f'<div class="tl-report"><style>{css()}</style><h3>trace_lab: {esc(report.name)}</h3>'
             f"{tabs_html(panels)}{script}</div>")

@@ -112,13 +112,15 @@ class Report:
     # --baseline peer (run/peers.py) and for a trace_lab run beside one (inspect(..., measure_step=True))
     step_peak: dict | None = None
     peer: str | None = None  # a --baseline peer's name ('eager', 'torch.compile', ...): nothing traced
+    # every line of one more call timed (inspect(profile=True): run/line_profile.LineProfile.to_dict())
+    line_times: dict | None = None
     view: ViewModel = field(default_factory=ViewModel, repr=False)  # what the views show (.view_model)
     jfn: object = field(default=None, repr=False, compare=False)
 
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_run(cls, jfn, *, name, device, first_run_seconds, steady_seconds, run_seconds, comparison,
-                 measurements, warnings, comm=None, timing=None, step_peak=None) -> "Report":
+                 measurements, warnings, comm=None, timing=None, step_peak=None, line_times=None) -> "Report":
         programs = [{"index": p.index, "reason": p.reason, "inputs": p.input_descriptors} for p in jfn.programs]
         passes = executor_s = 0.0
         for pos, _, part in program_parts(jfn):
@@ -145,7 +147,8 @@ class Report:
             first_run_seconds=first_run_seconds, steady_seconds=steady_seconds, run_seconds=list(run_seconds),
             comparison=comparison.to_dict() if comparison is not None else None, memory=memory,
             warnings=list(dict.fromkeys(warnings)), created=datetime.datetime.now().isoformat(timespec="seconds"),
-            torch_version=torch.__version__, comm=comm, timing=timing, step_peak=step_peak, view=build_view(jfn, comm),
+            torch_version=torch.__version__, comm=comm, timing=timing, step_peak=step_peak, line_times=line_times,
+            view=build_view(jfn, comm),
             jfn=jfn,
         )
 

@@ -146,6 +146,16 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
         say(f"timing {runs} runs")
         timed = time_host_device(lambda: call(jfn, args), device, runs)  # host and (CUDA) device time per call
         times, timing = timed.seconds, timed.to_dict()
+    line_times = None
+    if opts["profile"]:  # time every line of one more call (the Trace tab's time column, the Timeline tab)
+        say("timing every trace line (torch.profiler)")
+        from ..errors import TraceLabError
+        from .line_profile import profile_lines
+
+        try:
+            line_times = profile_lines(jfn, *args, loss=loss_fn, kwargs=fn_kwargs).to_dict()
+        except TraceLabError as e:
+            warnings.append(f"profile: {e}")
     comm = None
     measure_comm = opts["measure_comm"]
     if measure_comm or (measure_comm is None and runs > 0 and _multi_process_collectives(jfn)):
@@ -156,7 +166,7 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
     return Report.from_run(jfn, name=opts["name"], device=device, first_run_seconds=first_run,
                            steady_seconds=median(times), run_seconds=times, comparison=comparison,
                            measurements=measurements, warnings=warnings, comm=comm, timing=timing,
-                           step_peak=step_peak)
+                           step_peak=step_peak, line_times=line_times)
 
 
 def _seed(seed: int | None) -> None:

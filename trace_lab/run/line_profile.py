@@ -11,7 +11,9 @@ The programs' fast ``run`` is put back afterwards. A function compiled with
 ``cuda_graphs=True`` is refused (a replayed graph has no lines).
 
 ``LineProfile.export_chrome_trace(path)`` writes the profiler's Chrome/Perfetto trace,
-whose host lane carries the line ranges and whose device lane the kernels.
+whose host lane carries the line ranges and whose device lane the kernels; ``spans`` keeps the
+same two lanes as plain data (the Timeline view draws them: a host-bound call shows gaps on the
+device lane).
 """
 from __future__ import annotations
 
@@ -37,11 +39,18 @@ class LineTime:
     device_us: float
 
 
+MAX_SPANS = 4000  # per lane kept for the Timeline view (a long program's call is cut, and says so)
+
+
 @dataclass
 class LineProfile:
     lines: list[LineTime] = field(default_factory=list)
     device: str = "cpu"
     _profiler: object = None
+    # one call on two lanes: ("host", line label, start us, duration us) for every line's range and
+    # ("device", kernel name, start us, duration us) for every kernel; times from the call's first event
+    spans: list = field(default_factory=list)
+    spans_cut: int = 0  # spans left out past MAX_SPANS per lane
 
     def by_source(self) -> list[tuple[str, float, float]]:
         """(source line, host us, device us) summed over the trace lines it produced, largest host first."""
@@ -57,7 +66,8 @@ class LineProfile:
         return str(path)
 
     def to_dict(self) -> dict:
-        return {"device": self.device, "lines": [asdict(ln) for ln in self.lines]}
+        return {"device": self.device, "lines": [asdict(ln) for ln in self.lines],
+                "spans": [list(sp) for sp in self.spans], "spans_cut": self.spans_cut}
 
     def __str__(self) -> str:
         rows = sorted(self.lines, key=lambda ln: -(ln.device_us or ln.host_us))[:20]
@@ -66,6 +76,26 @@ class LineProfile:
         out.append("per source line:")
         out += [f"  {h:9.1f} us host  {d:9.1f} us device  {src}" for src, h, d in self.by_source()[:10]]
         return "\n".join(out)
+
+
+def _spans(prof, labels: set[str]) -> tuple[list, int]:
+    """The host lane (the line ranges) and the device lane (the kernels) of the profiled call, in us from
+    its first event; at most :data:`MAX_SPANS` per lane (and how many were left out)."""
+    host, device = [], []
+    for ev in prof.profiler.kineto_results.events():
+        name = ev.name()
+        if name in labels:
+            host.append(("host", name, ev.start_ns() / 1e3, ev.duration_ns() / 1e3))
+        elif ev.device_type() == torch.autograd.DeviceType.CUDA and ev.duration_ns() > 0:
+            device.append(("device", name, ev.start_ns() / 1e3, ev.duration_ns() / 1e3))
+    spans = sorted(host, key=lambda s: s[2])
+    spans += sorted(device, key=lambda s: s[2])
+    if not spans:
+        return [], 0
+    t0 = min(s[2] for s in spans)
+    cut = max(0, len(host) - MAX_SPANS) + max(0, len(device) - MAX_SPANS)
+    kept = [s for lane in ("host", "device") for s in [x for x in spans if x[0] == lane][:MAX_SPANS]]
+    return [(lane, name, round(start - t0, 3), round(dur, 3)) for lane, name, start, dur in kept], cut
 
 
 def _source(trace, node) -> str | None:
@@ -120,6 +150,9 @@ def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None) -> LineProf
     for e in prof.key_averages():
         events[e.key] = (e.cpu_time_total, getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)))
     result = LineProfile(device="cuda" if cuda else "cpu", _profiler=prof)
+    labels = {line_label(part.traces[-1], i, n) for _, _, part in program_parts(jfn)
+              for i, n in enumerate(part.traces[-1].ops)}
+    result.spans, result.spans_cut = _spans(prof, labels)
     for _, program, part in program_parts(jfn):
         trace = part.traces[-1]
         for index, node in enumerate(trace.ops):

@@ -1,0 +1,90 @@
+"""Where the time goes, as views: each trace line's measured time, and one call on two lanes.
+
+Reads ``report.line_times`` (:meth:`trace_lab.run.line_profile.LineProfile.to_dict`, recorded by
+``inspect(..., profile=True)`` / ``%%thunder_trace --profile``): per line of each final stage its
+host time (launching it: Python, dispatch) and, on CUDA, the device time of its kernels; and the
+call's spans: the host lane (each line's range) and the device lane (each kernel). A host-bound
+call shows it at a glance: the device lane has gaps between short kernels while the host lane is
+full. :func:`line_times_of` gives the Trace tab's time column; :func:`timeline_html` the Timeline
+tab (an SVG drawn here, no script: it shows in exports; every name escaped) with the slowest lines
+and the sums per source line.
+"""
+from __future__ import annotations
+
+from .packing import esc
+
+__all__ = ["line_times_of", "timeline_html", "time_note"]
+
+LANE_H, PAD, WIDTH = 26, 70, 900
+NO_PROFILE = ("not timed: run the cell with <code>--profile</code> (or the <b>time lines</b> switch, or "
+              "<code>inspect(..., profile=True)</code>) to time every line of one more call; on a GPU the "
+              "device lane shows each line's kernels")
+
+
+def line_times_of(report, part) -> dict[int, tuple[float, float]]:
+    """{op index in the part's final stage: (host us, device us)}; empty when the run was not profiled."""
+    data = getattr(report, "line_times", None) or {}
+    return {ln["index"]: (ln["host_us"], ln["device_us"]) for ln in data.get("lines", [])
+            if ln["program"] == part.program and ln["kind"] == part.kind}
+
+
+def time_note(host_us: float, device_us: float, device: bool) -> str:
+    """'12 us host, 30 us device' (CPU: the host time only)."""
+    return f"{host_us:,.0f} us host" + (f", {device_us:,.0f} us device" if device else "")
+
+
+def _lane_svg(spans: list, cut: int) -> str:
+    if not spans:
+        return ""
+    end = max(s[2] + s[3] for s in spans) or 1.0
+    lanes = [lane for lane in ("host", "device") if any(s[0] == lane for s in spans)]
+    height = PAD // 2 + LANE_H * len(lanes) + 24
+    scale = (WIDTH - PAD - 10) / end
+    out = [f'<svg class="tl-timeline" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" '
+           'xmlns="http://www.w3.org/2000/svg" font-family="sans-serif" font-size="11">']
+    for k, lane in enumerate(lanes):
+        y = 10 + k * LANE_H
+        out.append(f'<text x="4" y="{y + 14}">{lane}</text>'
+                   f'<rect x="{PAD}" y="{y}" width="{WIDTH - PAD - 10}" height="{LANE_H - 6}" fill="#f6f8fa"/>')
+        color = "#4c78a8" if lane == "host" else "#e45756"
+        for _, name, start, dur in (s for s in spans if s[0] == lane):
+            w = max(dur * scale, 0.5)
+            out.append(f'<rect x="{PAD + start * scale:.1f}" y="{y}" width="{w:.1f}" height="{LANE_H - 6}" '
+                       f'fill="{color}"><title>{esc(name)}: {dur:,.1f} us at {start:,.1f} us</title></rect>')
+    y = 10 + len(lanes) * LANE_H + 12
+    out.append(f'<text x="{PAD}" y="{y}">0</text><text x="{WIDTH - 10}" y="{y}" text-anchor="end">'
+               f'{end / 1e3:,.3f} ms</text></svg>')
+    busy = {lane: sum(s[3] for s in spans if s[0] == lane) for lane in lanes}
+    said = "; ".join(f"{lane} busy {busy[lane] / 1e3:,.3f} ms of {end / 1e3:,.3f} ms ({100 * busy[lane] / end:.0f}%)"
+                     for lane in lanes)
+    more = f"; {cut:,} spans past the first {len(spans):,} not drawn" if cut else ""
+    return "".join(out) + f'<div class="tl-placeholder">one call: {esc(said)}{esc(more)}</div>'
+
+
+def timeline_html(report) -> str:
+    data = getattr(report, "line_times", None)
+    if not data or not data.get("lines"):
+        return f'<div class="tl-placeholder">{NO_PROFILE}</div>'
+    device = data.get("device") == "cuda"
+    lines = sorted(data["lines"], key=lambda ln: -(ln["device_us"] if device else ln["host_us"]))
+    top = "".join(f"<tr><td>{esc(ln['kind'])} #{ln['program']}</td><td><code>{esc(ln['label'])}</code></td>"
+                  f"<td class='tl-num'>{ln['host_us']:,.1f}</td>"
+                  + (f"<td class='tl-num'>{ln['device_us']:,.1f}</td>" if device else "")
+                  + f"<td>{esc(ln['source'] or '')}</td></tr>" for ln in lines[:15])
+    sums: dict[str, list[float]] = {}
+    for ln in data["lines"]:
+        acc = sums.setdefault(ln["source"] or "(no source line)", [0.0, 0.0])
+        acc[0] += ln["host_us"]
+        acc[1] += ln["device_us"]
+    by_source = sorted(sums.items(), key=lambda kv: -(kv[1][1] if device else kv[1][0]))[:10]
+    src = "".join(f"<tr><td><code>{esc(k)}</code></td><td class='tl-num'>{h:,.1f}</td>"
+                  + (f"<td class='tl-num'>{d:,.1f}</td>" if device else "") + "</tr>" for k, (h, d) in by_source)
+    dev_head = "<th>device us</th>" if device else ""
+    lanes = "device: host lane = each line's range, device lane = its kernels" if device else \
+        "CPU: the host's time is the program's time (one lane)"
+    return (f"<p>Every line of one more call, timed under torch.profiler ({esc(lanes)}). "
+            "<code>trace_lab.profile_lines(jfn, x).export_chrome_trace(path)</code> writes the same call for "
+            "Perfetto.</p>" + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0))
+            + f"<h5>slowest lines</h5><table><tr><th>part</th><th>line</th><th>host us</th>{dev_head}<th>source</th>"
+            f"</tr>{top}</table><h5>per source line</h5><table><tr><th>source</th><th>host us</th>{dev_head}</tr>"
+            f"{src}</table>")
