@@ -6,7 +6,11 @@
 * ``region_code``: nvFuser's FusionDefinition of a region;
 * ``saved_for_backward`` and ``region_ends`` of that program (their text);
 * ``export_repro`` of a region on CUDA, the file run in a fresh interpreter;
-* ``predict`` (meta device, CUDA allocator) against the measured peak of ``inspect`` at two sizes.
+* ``predict`` (meta device, CUDA allocator) against the measured peak of ``inspect`` at two sizes;
+* ``timeline``: ``inspect(profile=True)`` with and without CUDA graphs, the host and device lanes'
+  busy fractions (a host-bound call leaves the device idle between kernels);
+* ``peers``: trace_lab's run beside the ``--baseline`` peers (eager, torch.compile, reduce-overhead),
+  first call, steady state and the peak of the whole call, measured the same way.
 
 Each section records its result or its error; the JSON goes to
 benchmarks/results/<date>-<device>-depth-gpu-<commit>.json.
@@ -30,7 +34,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks._results import git_commit, write_results  # noqa: E402
 
-SECTIONS = ("profile", "code", "saved", "repro", "predict")
+SECTIONS = ("profile", "code", "saved", "repro", "predict", "timeline", "peers")
 
 
 def _llama(size: str, executor: str):
@@ -118,6 +122,64 @@ def predict_vs_measured(executor: str) -> list[dict]:
     return rows
 
 
+def _busy(spans: list, lane: str) -> float | None:
+    """The fraction of the call's span during which ``lane`` is busy (kernels may overlap: union)."""
+    xs = sorted((s[2], s[2] + s[3]) for s in spans if s[0] == lane)
+    if not xs:
+        return None
+    end = max(s[2] + s[3] for s in spans)
+    busy, cur_s, cur_e = 0.0, xs[0][0], xs[0][1]
+    for a, b in xs[1:]:
+        if a > cur_e:
+            busy, cur_s, cur_e = busy + cur_e - cur_s, a, b
+        else:
+            cur_e = max(cur_e, b)
+    return (busy + cur_e - cur_s) / end if end else None
+
+
+def timeline(executor: str, size: str) -> dict:
+    """inspect(profile=True) with and without CUDA graphs: the lanes' busy fractions (gaps = launch overhead)."""
+    import trace_lab
+    from examples.workloads import get
+
+    out = {}
+    for graphs in (False, True):
+        model, (x,) = get("llama2").make("cuda", size)
+        rep = trace_lab.inspect(model, x, fusion="dataflow", executor=executor, runs=3, profile=True,
+                                cuda_graphs=graphs)
+        lt = rep.line_times or {}
+        spans = lt.get("spans") or []
+        out["cuda_graphs" if graphs else "plain"] = {
+            "lines_timed": len(lt.get("lines") or []), "host_spans": sum(s[0] == "host" for s in spans),
+            "device_spans": sum(s[0] == "device" for s in spans), "call_us": max((s[2] + s[3] for s in spans), default=None),
+            "host_busy": _busy(spans, "host"), "device_busy": _busy(spans, "device"), "note": lt.get("note"),
+            "steady_ms": rep.steady_seconds * 1e3 if rep.steady_seconds else None, "eager_ok": rep.ok,
+            "warnings": rep.warnings}
+        del rep
+        torch.cuda.empty_cache()
+    return out
+
+
+def peers(executor: str, size: str) -> list[dict]:
+    """trace_lab's run (measure_step) beside the --baseline peers, all measured the same way."""
+    import trace_lab
+    from examples.workloads import get
+    from trace_lab.run.peers import run_peer
+
+    rows = []
+    model, (x,) = get("llama2").make("cuda", size)
+    rep = trace_lab.inspect(model, x, fusion="dataflow", executor=executor, runs=5, measure_step=True)
+    rows.append({"run": f"trace_lab dataflow/{executor}", "first_s": rep.first_run_seconds,
+                 "steady_ms": rep.steady_seconds * 1e3, "step_peak": rep.step_peak, "eager_ok": rep.ok})
+    for peer in ("eager", "torch.compile", "reduce-overhead"):
+        model, (x,) = get("llama2").make("cuda", size)
+        pr = run_peer(model, (x,), peer, runs=5, name=peer)
+        rows.append({"run": peer, "first_s": pr.first_run_seconds, "steady_ms": pr.steady_seconds * 1e3,
+                     "step_peak": pr.step_peak})
+        torch.cuda.empty_cache()
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--executor", default="nvfuser")
@@ -138,12 +200,14 @@ def main() -> int:
             traceback.print_exc()
             result["llama_error"] = f"{type(e).__name__}: {e}"
     for name in wanted:
-        if jfn is None and name != "predict":
+        if jfn is None and name not in ("predict", "timeline", "peers"):
             continue
         t0 = time.perf_counter()
         try:
             result[name] = {"profile": lambda: profile(jfn, x), "code": lambda: code(jfn), "saved": lambda: saved(jfn),
-                            "repro": lambda: repro(jfn), "predict": lambda: predict_vs_measured(args.executor)}[name]()
+                            "repro": lambda: repro(jfn), "predict": lambda: predict_vs_measured(args.executor),
+                            "timeline": lambda: timeline(args.executor, args.size),
+                            "peers": lambda: peers(args.executor, args.size)}[name]()
         except Exception as e:  # noqa: BLE001 - a section that fails is recorded; the others still run
             traceback.print_exc()
             result[name] = {"error": f"{type(e).__name__}: {e}"}

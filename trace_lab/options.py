@@ -149,8 +149,8 @@ SCHEMA: tuple[Option, ...] = (
     Option("profile", bool, False, stage="run", surfaces=frozenset({"inspect", "magic", "cell", "widget"}),
            label="time lines", word="lines timed",
            help="one more call under torch.profiler times every trace line (host time; on CUDA also its kernels' "
-                "device time): the Trace tab's time column and the Timeline tab (trace_lab.profile_lines). Not "
-                "with cuda_graphs (a replayed graph has no lines)."),
+                "device time): the Trace tab's time column and the Timeline tab (trace_lab.profile_lines). With "
+                "cuda_graphs the replayed graph has no lines: the Timeline shows the call and its kernels."),
     Option("measure_step", bool, False, stage="run", surfaces=frozenset({"inspect"}),
            help="one more call measures the peak of the whole call (forward and backward together): the figure "
                 "a --baseline peer has, so the two are read side by side."),

@@ -63,9 +63,12 @@ def _lane_svg(spans: list, cut: int) -> str:
 
 def timeline_html(report) -> str:
     data = getattr(report, "line_times", None)
-    if not data or not data.get("lines"):
+    if not data or not (data.get("lines") or data.get("spans")):
         return f'<div class="tl-placeholder">{NO_PROFILE}</div>'
     device = data.get("device") == "cuda"
+    if not data.get("lines"):  # a replayed CUDA graph: the call and its kernels only
+        return (f'<p>{esc(data.get("note") or "no line was timed")}.</p>'
+                + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0)))
     lines = sorted(data["lines"], key=lambda ln: -(ln["device_us"] if device else ln["host_us"]))
     top = "".join(f"<tr><td>{esc(ln['kind'])} #{ln['program']}</td><td><code>{esc(ln['label'])}</code></td>"
                   f"<td class='tl-num'>{ln['host_us']:,.1f}</td>"

@@ -8,7 +8,8 @@ the same generated code with each line inside a ``record_function`` range named
 Python and dispatch time of launching the line's op or region) and, on CUDA, the device
 time of the kernels launched inside it; per source line of the user's code it sums them.
 The programs' fast ``run`` is put back afterwards. A function compiled with
-``cuda_graphs=True`` is refused (a replayed graph has no lines).
+``cuda_graphs=True`` replays graphs, which have no lines: its profile has no per-line times, only
+the call on the host lane and its kernels on the device lane (the gaps CUDA graphs remove).
 
 ``LineProfile.export_chrome_trace(path)`` writes the profiler's Chrome/Perfetto trace,
 whose host lane carries the line ranges and whose device lane the kernels; ``spans`` keeps the
@@ -39,6 +40,7 @@ class LineTime:
     device_us: float
 
 
+CALL_LABEL = "trace_lab call"  # the profiled call's own range (the host lane of a replayed CUDA graph)
 MAX_SPANS = 4000  # per lane kept for the Timeline view (a long program's call is cut, and says so)
 
 
@@ -51,6 +53,7 @@ class LineProfile:
     # ("device", kernel name, start us, duration us) for every kernel; times from the call's first event
     spans: list = field(default_factory=list)
     spans_cut: int = 0  # spans left out past MAX_SPANS per lane
+    note: str = ""  # why the lines are not timed (a replayed CUDA graph)
 
     def by_source(self) -> list[tuple[str, float, float]]:
         """(source line, host us, device us) summed over the trace lines it produced, largest host first."""
@@ -67,7 +70,7 @@ class LineProfile:
 
     def to_dict(self) -> dict:
         return {"device": self.device, "lines": [asdict(ln) for ln in self.lines],
-                "spans": [list(sp) for sp in self.spans], "spans_cut": self.spans_cut}
+                "spans": [list(sp) for sp in self.spans], "spans_cut": self.spans_cut, "note": self.note}
 
     def __str__(self) -> str:
         rows = sorted(self.lines, key=lambda ln: -(ln.device_us or ln.host_us))[:20]
@@ -127,22 +130,21 @@ def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None) -> LineProf
     if not parts:
         raise TraceLabError("profile_lines: the function ran no tensor program to profile")
     swapped = []
+    graphs = any(getattr(getattr(part, "compiled", None), "graphs", None) is not None for part in parts)
     for part in parts:
         compiled = getattr(part, "compiled", None)
         generated = getattr(compiled, "generated", None)
-        if getattr(compiled, "graphs", None) is not None:
-            raise TraceLabError("profile_lines: this function replays CUDA graphs (cuda_graphs=True), which have no "
-                                "lines; profile a trace_lab.jit of it with cuda_graphs=False")
-        if generated is not None:
+        if generated is not None and not graphs:
             swapped.append((compiled, compiled.run))
             compiled.run = generated.instrumented()
     cuda = any(part.traces[-1].device.type == "cuda" for part in parts)
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     try:
         with torch.profiler.profile(activities=activities) as prof:
-            _call(jfn, args, kwargs, loss)
-            if cuda:
-                torch.cuda.synchronize()
+            with torch.profiler.record_function(CALL_LABEL):
+                _call(jfn, args, kwargs, loss)
+                if cuda:
+                    torch.cuda.synchronize()
     finally:
         for compiled, run in swapped:
             compiled.run = run
@@ -152,7 +154,11 @@ def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None) -> LineProf
     result = LineProfile(device="cuda" if cuda else "cpu", _profiler=prof)
     labels = {line_label(part.traces[-1], i, n) for _, _, part in program_parts(jfn)
               for i, n in enumerate(part.traces[-1].ops)}
-    result.spans, result.spans_cut = _spans(prof, labels)
+    result.spans, result.spans_cut = _spans(prof, labels if not graphs else {CALL_LABEL})
+    if graphs:  # a replayed graph has no lines: the call on the host lane, its kernels on the device lane
+        result.note = ("CUDA graphs replayed (cuda_graphs=True): the lines have no ranges of their own; the host "
+                       "lane is the whole call, the device lane its kernels")
+        return result
     for _, program, part in program_parts(jfn):
         trace = part.traces[-1]
         for index, node in enumerate(trace.ops):
