@@ -157,11 +157,28 @@ def test_notebook_01_run_all_switch_fusion_rerun(lab):
         graph_before = graph.inner_html()
         _check_graph_widget(page, view().locator(".tl-gw"))
 
+        tab("Diff")  # the depth views: what fusion changed in the shown part, as the student sees it
+        expect(view().locator(".tl-diff-area")).to_contain_text(re.compile("peak|one stage only"), timeout=30_000)
+        tab("Timeline")  # not profiled yet: says how
+        expect(view().locator(".tl-timeline-area")).to_contain_text("--profile", timeout=30_000)
+
         view().locator(".widget-dropdown").filter(
             has=page.locator("label", has_text=re.compile(r"^fusion$"))).locator("select").select_option("horizontal")
+        view().locator(".widget-checkbox").filter(has_text="time lines").locator("input").check()
         view().get_by_role("button", name="Rerun").click()
         tab("Compare")
         expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)
+        tab("Diff")  # horizontal fused ops into regions: the diff names them
+        expect(view().locator(".tl-diff-area")).to_contain_text("fused into", timeout=30_000)
+        tab("Timeline")  # the rerun timed every line: a host lane drawn, the slowest lines listed
+        lane = view().locator(".tl-timeline-area svg.tl-timeline")
+        lane.wait_for(timeout=30_000)
+        box = lane.bounding_box()
+        assert box and box["width"] > 100 and box["height"] > 20, box
+        expect(view().locator(".tl-timeline-area")).to_contain_text("slowest lines")
+        _scroll_for_screenshot(lambda: view().locator(".tl-timeline-area"))
+        page.screenshot(path=str(ARTIFACTS / "notebook01_timeline.png"))
+        tab("Compare")
         expect(view().locator(".tl-compare-area tr.tl-row").last).to_contain_text("rerun of none with fusion=horizontal")
         _scroll_for_screenshot(lambda: view().locator(".tl-compare-area"))
         page.screenshot(path=str(ARTIFACTS / "notebook01_compare.png"))
