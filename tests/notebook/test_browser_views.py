@@ -15,6 +15,7 @@ Screenshots of each tab go to test-artifacts/ (git-ignored).
 """
 from __future__ import annotations
 
+import re
 import secrets
 
 import pytest
@@ -155,7 +156,10 @@ def test_trace_memory_and_compare_tabs_show_what_they_promise(lab):
                 apart = a[3] <= b[1] or b[3] <= a[1] or a[4] <= b[2] or b[4] <= a[2]
                 assert apart, f"peak labels overlap: {a} {b}"
         assert boxes["titles"] and any("<- peak" in t for t in boxes["titles"])
-        assert all(t.startswith(("none: ", "horizontal: ", "memory: ")) for t in boxes["titles"])
+        # each entry names its run(s): runs whose text is the same at a step share one ("none, memory: op 3: ...")
+        runs = r"(?:none|horizontal|memory)"
+        assert all(re.match(rf"{runs}(?:, {runs})*: (?:op \d+|entry): ", t) for t in boxes["titles"]), boxes["titles"][:5]
+        assert any(re.match(rf"{runs}, {runs}", t) for t in boxes["titles"])  # none and memory share lines
         page.screenshot(path=str(ARTIFACTS / "views_memory.png"))
 
         # -- Compare: fits, or scrolls with the run column in view ---------------------------------
