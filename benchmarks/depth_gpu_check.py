@@ -173,7 +173,11 @@ def peers(executor: str, size: str) -> list[dict]:
                  "steady_ms": rep.steady_seconds * 1e3, "step_peak": rep.step_peak, "eager_ok": rep.ok})
     for peer in ("eager", "torch.compile", "reduce-overhead"):
         model, (x,) = get("llama2").make("cuda", size)
-        pr = run_peer(model, (x,), peer, runs=5, name=peer)
+        try:
+            pr = run_peer(model, (x,), peer, runs=5, name=peer)
+        except Exception as e:  # noqa: BLE001 - one peer that fails is recorded, the others still run
+            rows.append({"run": peer, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            continue
         rows.append({"run": peer, "first_s": pr.first_run_seconds, "steady_ms": pr.steady_seconds * 1e3,
                      "step_peak": pr.step_peak})
         torch.cuda.empty_cache()
