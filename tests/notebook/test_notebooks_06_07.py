@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from test_teaching_notebooks import _code, _md, _stdout, execute, quotes
+from test_teaching_notebooks import SIZE, UNITS, _bytes, _code, _html_text, _md, _stdout, execute, quotes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,3 +95,82 @@ def test_06_where_the_time_goes(executed):
         quotes(_md(nb, "On this CPU the note reads"), f'"{said}"')
     else:
         assert "cuda_graphs: " in notes and "recording" in notes
+
+
+def test_07_where_the_bytes_go(executed):
+    nb, size = executed("07_where_the_bytes_go")
+    assert size < 2_000_000, f"executed 07 is {size:,} bytes"
+    # saved for backward: the API's figures, the Saved tab's, and the prose's
+    out = _stdout(_code(nb, "cheap = [r for r in acts if r.recomputable]"))
+    n_act, act_bytes, n_inputs = re.search(rf"saved activations: (\d+) tensors, ({SIZE}); (\d+) inputs", out).groups()
+    fw_peak, share = re.search(rf"the forward's peak above its inputs: ({SIZE}); saved activations are (\d+)% of it", out).groups()
+    n_cheap, cheap_bytes, n_not, not_bytes = re.search(
+        rf"cheap to recompute: (\d+) tensors, ({SIZE}); not: (\d+) tensors, ({SIZE})", out).groups()
+    assert int(n_cheap) + int(n_not) == int(n_act)
+    assert abs(_bytes(cheap_bytes) + _bytes(not_bytes) - _bytes(act_bytes)) <= 0.01 * UNITS["MiB"]
+    assert round(100 * _bytes(act_bytes) / _bytes(fw_peak)) == int(share)
+    table = _stdout(_code(nb, "saved = trace_lab.saved_for_backward(jfn)"))
+    assert f"saved activations: {act_bytes} in {n_act} tensors (inputs the caller holds anyway: {n_inputs})" in table
+    # name, shape, dtype, bytes, held by, recomputable, op, source file:line
+    rows = re.findall(rf"^\S+\s+(\[[^\]]*\])\s+\S+\s+({SIZE})\s+activation\s+(yes|no)\s+(\S+)\s+(\S+)", table, re.M)
+    assert len(rows) == int(n_act)
+    # the two largest: the softmax of llama.py:41, 512 KiB each (one per layer), not recomputable
+    assert rows[:2] == [("[8, 4, 64, 64]", "512.00 KiB", "no", "aten._softmax.default", "examples/llama.py:41")] * 2
+    assert all(_bytes(r[1]) < 512 * 1024 for r in rows[2:])
+    # then the MLP's [512, 168] matmul outputs, 336 KiB each, not recomputable
+    mm = [r for r in rows if r[3] == "aten.mm.default" and r[0] == "[512, 168]"]
+    assert len(mm) == 4 and all(r[1:3] == ("336.00 KiB", "no") for r in mm)
+    saved_tab = _html_text(_code(nb, "%%thunder_trace --runs 1 --name llama"), "p5")
+    assert f"saved activations: {act_bytes} in {n_act} tensors" in saved_tab
+    quotes(_md(nb, "The forward keeps"), f"**{n_act} activations, {act_bytes}**", f"{share}% of its {fw_peak} peak",
+           f"The {n_inputs} inputs in the table", "`torch.softmax(...)` of `examples/llama.py:41` (512.00 KiB per layer)",
+           "`[512, 168]` matmul outputs (336.00 KiB each)", f"{n_cheap} tensors, {cheap_bytes} here")
+    # the diff between dataflow and memory
+    runs = _stdout(_code(nb, 'for fusion in ("dataflow", "memory")'))
+    peaks = {(f, k): (int(n), p, c) for f, k, n, p, c in re.findall(
+        rf"^\s*(dataflow|memory) (forward|backward)\s*:\s+(\d+) lines,\s+\d+ fused regions, peak ({SIZE}) above its inputs "
+        rf"\(({SIZE}) with compiled regions\)$", runs, re.M)}
+    assert len(peaks) == 4
+    diff = _stdout(_code(nb, "trace_lab.diff("))
+    fw, bw = diff.split("--- backward")
+    prose = _md(nb, "the lines printed above are the ones")
+
+    def peak_line(part, kind):
+        a, ia, b, ib, sign, delta = re.search(rf"peak: ({SIZE}) at (\d+): .* ->  ({SIZE}) at (\d+): .* \(([-+])({SIZE})\)", part).groups()
+        assert (a, b) == (peaks["dataflow", kind][1], peaks["memory", kind][1]) and sign == "-"
+        assert abs(_bytes(a) - _bytes(b) - _bytes(delta)) <= 0.01 * UNITS["MiB"]  # MiB printed to 2 decimals
+        return a, int(ia), b, int(ib), delta
+
+    def alive(part, which):
+        line = re.search(rf"alive at the {which} peak, not at the \w+: (.*)", part).group(1)
+        return [_bytes(s) for s in re.findall(rf"\] ({SIZE})", line)]
+
+    a, ia, b, ib, delta = peak_line(fw, "forward")
+    # both at the end of the forward; seven 128 KiB values against six: one 128 KiB tensor, the whole drop
+    assert ia == peaks["dataflow", "forward"][0] - 1 and ib == peaks["memory", "forward"][0] - 1
+    old, new = alive(fw, "old"), alive(fw, "new")
+    assert old == [128 * 1024] * 7 and new == [128 * 1024] * 6 and sum(old) - sum(new) == _bytes(delta) == 128 * 1024
+    quotes(prose, f"from {a} to {b} (-{delta})", "seven 128.00 KiB values", "six that `dataflow`'s does not",
+           "One 128.00 KiB tensor fewer")
+    a, _, b, _, delta = peak_line(bw, "backward")
+    old, new = alive(bw, "old"), alive(bw, "new")
+    assert sum(old) == sum(new) and sorted(old) == sorted(new) == [42 * 1024] + [336 * 1024] * 3
+    # compiled regions: dataflow's backward below memory's
+    dc, mc = peaks["dataflow", "backward"][2], peaks["memory", "backward"][2]
+    assert _bytes(dc) < _bytes(mc)
+    quotes(prose, f"from {a} to {b} (-{delta})", "three 336.00 KiB tensors and one of 42.00 KiB on each side",
+           f"`dataflow`'s backward peak is {dc}, *below* `memory`'s {mc}")
+    # predict at batch 32 against the measured run
+    pred = _stdout(_code(nb, "prediction = trace_lab.predict("))
+    table = {(s, k): p for s, k, p in re.findall(rf"^(none|dataflow|memory)\s+(forward|backward) #0\s+({SIZE})", pred, re.M)}
+    assert len(table) == 6
+    checked = _stdout(_code(nb, "measured = trace_lab.inspect("))
+    pm = dict((k, (p, m)) for k, p, m in re.findall(
+        rf"batch 32 (forward|backward)\s*: predicted ({SIZE}) \(meta, nothing allocated\), measured ({SIZE}) above", checked))
+    assert pm["forward"] == (table["none", "forward"],) * 2 and pm["backward"] == (table["none", "backward"],) * 2
+    small, ratio = re.search(rf"batch 8 forward: ({SIZE}); batch 32 / batch 8: ([\d.]+)x", checked).groups()
+    assert small == fw_peak and abs(_bytes(pm["forward"][0]) / _bytes(small) - float(ratio)) <= 0.01  # from rounded figures
+    quotes(_md(nb, "The prediction made without allocating"), f"{pm['forward'][0]} for the forward and {pm['backward'][0]} "
+           "for the backward at batch 32", f"gives {ratio}x the forward's peak ({pm['forward'][0]} against {small} at batch 8)",
+           f"`dataflow`'s backward peak ({table['dataflow', 'backward']}) is below `memory`'s ({table['memory', 'backward']})")
+    assert _bytes(table["dataflow", "backward"]) < _bytes(table["memory", "backward"])
