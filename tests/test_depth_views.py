@@ -80,7 +80,7 @@ def test_regions_tab_and_trace_lines_say_why_each_region_ends(report):
     for region in regions:
         line = next(ln for ln in text.splitlines() if re.search(rf"= {region}\(", ln))
         if ends[region]:
-            counted = re.search(r"# ends: (.+)$", line).group(1)
+            counted = re.search(r"# ends: ([^|]+?)\s*(?:\||$)", line).group(1)
             total = sum(int(m.group(1)) if m.group(1) else 1 for m in re.finditer(r"\w+(?: x(\d+))?", counted))
             assert total == len(ends[region]), (line, ends[region])
     shown = _text(part_depth_html("Regions", report.view.part("forward #0")))

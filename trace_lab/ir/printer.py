@@ -253,6 +253,8 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
         rec = Line(f"  {lhs} = {_call(n, name_of)}  # {_types(n, trace)}"
                    + (" (recomputed)" if recomputed else ""), "op", lhs, n.name, k, region,
                    recomputed=recomputed, source=src)
+        if region is not None and ends.get(region):  # why the region ends (the fusion pass's reasons)
+            rec.text += f"  # ends: {region_end_kinds(ends[region])}"  # before the memory column and the peak mark
         ln = by_node.get(n)
         if ln is not None:
             change = " ".join(x for x in (f"+{format_bytes(ln.allocated)}" if ln.allocated else "",
@@ -264,8 +266,6 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
                 mark += f"  {lower_bound_note(n)}"
             rec.text += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"
             rec.live_after, rec.high_water, rec.allocated, rec.freed = ln.live_after, ln.high_water, ln.allocated, ln.freed
-        if region is not None and ends.get(region):  # why the region ends (the fusion pass's reasons)
-            rec.text += f"  # ends: {region_end_kinds(ends[region])}"
         out.append(rec)
         if n.op == "call_module":
             out.extend(_region_lines(n, trace, "  "))
