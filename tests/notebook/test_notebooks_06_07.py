@@ -174,3 +174,22 @@ def test_07_where_the_bytes_go(executed):
            "for the backward at batch 32", f"gives {ratio}x the forward's peak ({pm['forward'][0]} against {small} at batch 8)",
            f"`dataflow`'s backward peak ({table['dataflow', 'backward']}) is below `memory`'s ({table['memory', 'backward']})")
     assert _bytes(table["dataflow", "backward"]) < _bytes(table["memory", "backward"])
+
+
+def test_06_timeline_tabs_and_the_gpu_figures_it_cites(executed):
+    """06's Timeline tabs (--profile) draw one host range per line; the H100 figures it cites are BENCHMARKS.md's."""
+    nb, _ = executed("06_where_the_time_goes")
+    lanes = {}
+    for name in ("tiny-chain", "big-matmuls"):
+        cell = _code(nb, f"--profile --compare --name {name} ")
+        html = next(out["data"]["text/html"] for out in cell.outputs if "text/html" in out.get("data", {}))
+        timeline = re.search(r'<section class="tl-p\d">\s*(?:<[^>]*>\s*)*Timeline(.*?)</section>', html, re.S).group(1)
+        lanes[name] = re.findall(r"<title>inference (L\d+) t\d+ = aten\.(\w+)\.\w+: ([\d,.]+) us at", timeline)
+    assert len(lanes["tiny-chain"]) == 120 and len(lanes["big-matmuls"]) == 3
+    big = {op: float(us.replace(",", "")) for _, op, us in lanes["big-matmuls"] if op == "relu"}
+    assert all(float(us.replace(",", "")) > big["relu"] for _, op, us in lanes["big-matmuls"] if op == "mm")
+    quotes(_md(nb, "Open the **Timeline** tab"), "a comb of 120 narrow ranges", "is three ranges, two of them wide")
+    cited = _md(nb, "## CUDA graphs")
+    quotes(cited, "busy 12% of the call", "`cuda_graphs=True` 41%", "3.8 ms instead of 12.3 ms")
+    bench = " ".join((ROOT / "BENCHMARKS.md").read_text().split())
+    assert "device lane is busy 12% of the call (12.3 ms)" in bench and "the call takes 3.8 ms and the device is busy 41%" in bench
