@@ -127,3 +127,28 @@ def test_widget_has_the_depth_tabs_of_the_selected_part(report):
     part = report.view.part("forward #0")
     for name, w in view.depth.items():
         assert part_depth_html(name, part) in w.value
+
+
+def test_regions_tab_shows_a_regions_code_and_writes_its_repro(report, tmp_path):
+    import subprocess
+    import sys
+
+    import ipywidgets as W
+
+    from trace_lab.notebook.region_tools import RegionTools
+
+    tools = RegionTools(W)
+    part = report.view.part("forward #0")
+    tools.show(report, part)
+    last = report.traces("forward")[-1]
+    assert list(tools.pick.options) == [str(n.target) for n in last.ops if n.op == "call_module"]
+    code = tools.show_code()
+    assert "def " in code or "kernel" in code  # Inductor's output code for the region
+    shown = tools.export(str(tmp_path))
+    (path,) = tmp_path.glob("repro_*.py")
+    assert path.name in shown
+    run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and "repro: matches eager" in run.stdout, run.stdout + run.stderr
+    again = Report.from_dict(json.loads(json.dumps(report.to_dict())))  # no live program: says so
+    tools.show(again, again.view.part("forward #0"))
+    assert "live program" in tools.show_code() and "live program" in tools.export(str(tmp_path))

@@ -7,7 +7,8 @@ bars; a stage longer than ``LAZY_LINES`` shows a window around its head, peak
 and tail until "whole trace" is pressed, so the widget state stays small), Graph (before/after fusion, rendered when the tab is opened), Memory
 (one curve per run), Compare (one row per run, best values starred), and the selected part's
 depth views (:mod:`trace_lab.report.depth_html`): Saved (for backward), Diff (first -> last
-stage), Regions (why each fused region ends); and Timeline (a ``--profile`` run's lines timed on
+stage), Regions (why each fused region ends, with a region picker whose **show code** and
+**export repro** buttons give its generated code and a standalone repro file: :mod:`.region_tools`); and Timeline (a ``--profile`` run's lines timed on
 a host and a device lane, :mod:`trace_lab.report.line_timeline`; the Trace tab then shows each
 line's time).
 
@@ -47,6 +48,7 @@ from ..report.depth_html import DEPTH_VIEWS, part_depth_html
 from ..report.html import stage_times
 from ..report.line_timeline import timeline_html
 from .graph_widget import GraphView
+from .region_tools import RegionTools
 from .progress import RunProgress
 from .runner import RunOptions
 from .session import Session
@@ -186,10 +188,12 @@ class LabView:
         self.memory = W.HTML()
         self.table = W.HTML()
         self.depth = {view: W.HTML() for view in DEPTH_VIEWS}  # Saved, Diff, Regions of the selected part
+        self.region_tools = RegionTools(W)  # a region's generated code and repro file, above the Regions view
         self.timeline = W.HTML()  # the shown run's lines timed on two lanes (a --profile run)
+        depth_tabs = [W.VBox([self.region_tools.widget, w]) if view == "Regions" else w for view, w in self.depth.items()]
         self.tabs = W.Tab(children=[self.summary, W.VBox([W.HBox([self.stage_select, self.whole_trace]), self.trace]),
                                     W.VBox([self.graph, self.graph_view]), self.memory,
-                                    self.table, *self.depth.values(), self.timeline])
+                                    self.table, *depth_tabs, self.timeline])
         self.tabs.titles = ("Summary", "Trace", "Graph", "Memory", "Compare", *DEPTH_VIEWS, "Timeline")
         self.widget = W.VBox([
             W.HTML(f"<style>{css()}</style>"),
@@ -424,6 +428,7 @@ class LabView:
         self._refresh_memory(part)
         for view, w in self.depth.items():
             w.value = _wrap(part_depth_html(view, part))
+        self.region_tools.show(self._shown.report if self._shown is not None else None, part)
         self.graph.value = ""
         self.graph_view.clear()
         if self.tabs.selected_index == 2:
