@@ -20,7 +20,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 import trace_lab
 from examples import workloads
 from trace_lab.executors.base import Executor
-from trace_lab.run.inspection import default_loss
+from trace_lab.run.loss import default_loss
 from trace_lab.executors.eager import interpret
 from trace_lab.executors.inductor import inductor_can_fuse
 from trace_lab.run.jit import Options

@@ -22,6 +22,7 @@ import time
 import torch
 
 from . import compare
+from .loss import default_loss
 from ..errors import nothing_captured
 from .jit import JitFunction
 from ..options import OPTIONS, Options, check_option, names, with_signature
@@ -30,13 +31,6 @@ from ..capture.session import program_parts
 
 __all__ = ["inspect", "default_loss"]
 
-
-def default_loss(out):
-    """Sum of every floating output that requires grad (None when there is none)."""
-    ts = [t for t in compare.output_tensors(out) if t.requires_grad and t.is_floating_point()]
-    if not ts:
-        return None
-    return sum(t.float().sum() for t in ts)
 
 
 def _device_of(fn, args) -> torch.device:

@@ -111,7 +111,7 @@ def _source(trace, node) -> str | None:
 
 
 def _call(jfn, args, kwargs, loss):
-    from .inspection import default_loss
+    from .loss import default_loss
 
     out = jfn(*args, **kwargs)
     scalar = (loss or default_loss)(out)

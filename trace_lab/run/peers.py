@@ -50,7 +50,7 @@ def _device(fn, args) -> torch.device:
 def run_peer(fn, args, peer: str, *, runs: int, name: str, loss=None, backward=None):
     """A Report of ``fn(*args)`` (and its backward) run as ``peer`` would run it (module docstring)."""
     from ..report.report import Report
-    from .inspection import default_loss
+    from .loss import default_loss
 
     device = _device(fn, args)
     if peer == "reduce-overhead" and device.type != "cuda":

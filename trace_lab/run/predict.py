@@ -135,7 +135,7 @@ def _on_meta(fn):
 
 
 def _loss(out):
-    from .inspection import default_loss
+    from .loss import default_loss
 
     return default_loss(out)
 
