@@ -41,6 +41,7 @@ import torch
 import torch.fx as fx
 
 from ..ir.trace import Trace, is_getitem
+from .dtype_guard import dtype_guarded
 from .interpreter import constants_of
 from .wait_hook import WAIT, current_hook, hooked_wait
 
@@ -182,7 +183,10 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
     for index, n in enumerate(trace.ops):
         start = len(lines)
         if n.op == "call_module":
-            fn = region_runner(n) if region_runner is not None else generate_region(trace, n)
+            if region_runner is not None:  # a compiled region, checked once against its recorded dtypes
+                fn = dtype_guarded(region_runner(n), trace, n, lambda n=n: generate_region(trace, n))
+            else:
+                fn = generate_region(trace, n)
             callee = em.bind(fn, "r")
         elif n.op == "call_function":
             target = _RESHAPE if views_as_reshape and n.target is _VIEW else n.target
