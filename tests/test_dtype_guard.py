@@ -27,9 +27,41 @@ def test_running_statistics_match_eager_under_fusion(fusion):
     expected = _batch_norm(x, w, b, eager_mean, eager_var)
     jfn = trace_lab.jit(_batch_norm, fusion=fusion, executor="inductor")
     got_mean, got_var = mean.clone(), var.clone()
-    with pytest.warns(UserWarning, match="compiled for input 0 as torch.float32, but the program hands it torch.bfloat16"):
+    with pytest.warns(UserWarning, match=r"compiled for input 0 as float32\[5\] .*, but the program hands it bfloat16\[5\]"):
         got = jfn(x, w, b, got_mean, got_var)
     torch.testing.assert_close(got_mean, eager_mean)
     torch.testing.assert_close(got_var, eager_var)
     for g, e in zip(got, expected):
         torch.testing.assert_close(g, e)
+
+
+def test_an_input_with_other_strides_than_recorded_runs_op_by_op():
+    """On torch 2.11 fft.irfft's CPU kernel returns other strides than its meta records, and Inductor's code for
+    the region after it asserted on the recorded ones (corpus, 2026-11-24; torch 2.13's meta agrees). The
+    guard is given such a region directly: recorded strides (1, 7), real ones (7, 1)."""
+    import torch.fx as fx
+
+    from trace_lab.runtime.dtype_guard import dtype_guarded
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    x.meta["val"] = torch.empty_strided((6, 7), (1, 6))
+    node = g.call_module("fusion0", (x,))
+    calls = []
+
+    def compiled(t):  # stands for code compiled for the recorded strides: must not see other ones
+        calls.append("compiled")
+        raise AssertionError("expected stride 1==7")
+
+    def eager():
+        calls.append("eager built")
+        return lambda t: (t.relu() * 2,)
+
+    region = dtype_guarded(compiled, None, node, eager)
+    real = torch.randn(6, 7)  # strides (7, 1)
+    with pytest.warns(UserWarning, match=r"strides \(1, 6\).*strides \(7, 1\)"):
+        (out,) = region(real)
+    torch.testing.assert_close(out, real.relu() * 2)
+    (again,) = region(real)  # decided once: no second check, no second warning
+    assert calls == ["eager built"]
+    torch.testing.assert_close(again, out)
