@@ -156,3 +156,19 @@ def test_unmeasurable_scratch_marks_the_line_as_a_lower_bound():
     with torch.no_grad():
         _, peak, _ = measure_peak(lambda a: conv(*a), [x], torch.device("cpu"))
     assert abs(peak - (line.allocated + line.workspace)) <= 64, (peak, line)
+
+
+def test_cuda_only_scratch_ops_are_measured_on_cuda_only():
+    """index_put with accumulate sorts on CUDA (scratch), not on CPU: the CUDA table applies by device."""
+    import torch.fx as fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from trace_lab.analysis.op_scratch import has_scratch
+
+    for device, expected in (("cpu", False), ("cuda", True)):
+        g = fx.Graph()
+        x = g.placeholder("x")
+        node = g.call_function(torch.ops.aten.index_put.default, (x, [x], x, True))
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            node.meta["val"] = torch.empty(4, device=device)
+        assert has_scratch(node) is expected, device

@@ -10,7 +10,9 @@ backward measures 20x its prediction.
 Design (the same as compiled regions' workspace, :mod:`trace_lab.analysis.call_memory`):
 
 * Which ops: :data:`SCRATCH_OPS`, a table of aten overload packets known to allocate
-  scratch (one place to extend; an op outside it is assumed to allocate only its outputs).
+  scratch (one place to extend; an op outside it is assumed to allocate only its outputs), and
+  :data:`CUDA_SCRATCH_OPS`, ops whose CUDA kernels take scratch that their CPU kernels do not
+  (measured on CUDA only).
 * What: scratch = the op's peak above entry during one call - the bytes of the fresh
   storages it returns, rounded as the liveness model rounds (CUDA blocks). It is counted on
   the op's line only: ``high_water = live + allocated + scratch``, gone when the op returns.
@@ -42,7 +44,7 @@ import torch.utils._pytree as pytree
 from .call_memory import measure_workspace
 from .storage import CUDA_ROUNDING
 
-__all__ = ["SCRATCH_OPS", "has_scratch", "op_signature", "op_scratch_bytes", "record_op_scratch",
+__all__ = ["SCRATCH_OPS", "CUDA_SCRATCH_OPS", "has_scratch", "op_signature", "op_scratch_bytes", "record_op_scratch",
            "scratch_unknown", "scratch_key", "lower_bound_note", "clear_cache"]
 
 aten = torch.ops.aten
@@ -70,6 +72,41 @@ SCRATCH_OPS: dict[str, tuple] = {
 }
 _PACKETS = frozenset(p for ops in SCRATCH_OPS.values() for p in ops)
 
+# Ops whose CUDA kernels take scratch (cub scans and radix sorts, atomics' staging, cuBLAS/cuSOLVER and
+# attention workspaces) but whose CPU kernels do not: measured on CUDA only, so a CPU program runs no extra
+# calls for them. Found by the OpInfo corpus on an H100 (2026-11-24: measured above predicted by 1.5-270 KiB).
+CUDA_SCRATCH_OPS: dict[str, tuple] = {
+    "accumulating index writes (sort + scan)": (aten.index_put, aten._index_put_impl, aten._unsafe_index_put,
+                                                aten.index_add, aten.index_reduce, aten.embedding_dense_backward,
+                                                aten._embedding_bag, aten._embedding_bag_backward,
+                                                aten._embedding_bag_dense_backward, aten.masked_scatter,
+                                                aten._segment_reduce_backward, aten.segment_reduce),
+    "scans and selections (cub)": (aten.cumsum, aten.cumprod, aten.logcumsumexp, aten.nonzero, aten.masked_select,
+                                   aten.multinomial, aten.isin, aten.bincount, aten.histc),
+    "upsampling backward and folding": (aten.upsample_nearest1d_backward, aten.upsample_nearest2d_backward,
+                                        aten.upsample_nearest3d_backward, aten._upsample_nearest_exact1d_backward,
+                                        aten._upsample_nearest_exact2d_backward, aten._upsample_nearest_exact3d_backward,
+                                        aten.upsample_linear1d_backward, aten.upsample_bilinear2d_backward,
+                                        aten.upsample_bicubic2d_backward, aten.upsample_trilinear3d_backward,
+                                        aten.im2col, aten.col2im),
+    "linear algebra and attention workspaces": (aten.linalg_matrix_exp, aten.ormqr, aten.geqrf,
+                                                aten.linalg_ldl_factor_ex, aten._efficient_attention_forward,
+                                                aten._efficient_attention_backward, aten._flash_attention_forward,
+                                                aten._flash_attention_backward,
+                                                aten._scaled_dot_product_efficient_attention,
+                                                aten._scaled_dot_product_efficient_attention_backward,
+                                                aten._scaled_dot_product_flash_attention,
+                                                aten._scaled_dot_product_flash_attention_backward),
+}
+_CUDA_PACKETS = frozenset(p for ops in CUDA_SCRATCH_OPS.values() for p in ops)
+
+
+def _on_cuda(node: fx.Node) -> bool:
+    from ..ir.fx_util import tensor_values
+
+    vals = [v for v in tensor_values(node.meta.get("val")) if v is not None]
+    return bool(vals) and vals[0].device.type == "cuda"
+
 _CACHE: dict[tuple, int] = {}  # (signature, rounding) -> scratch bytes; only successful measurements
 
 
@@ -78,10 +115,11 @@ def clear_cache() -> None:
 
 
 def has_scratch(node: fx.Node) -> bool:
-    """Is ``node`` an op of :data:`SCRATCH_OPS`?"""
+    """Is ``node`` an op of :data:`SCRATCH_OPS`, or of :data:`CUDA_SCRATCH_OPS` on CUDA?"""
     target = node.target
-    return (node.op == "call_function" and isinstance(target, torch._ops.OpOverload)
-            and target.overloadpacket in _PACKETS)
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return False
+    return target.overloadpacket in _PACKETS or (target.overloadpacket in _CUDA_PACKETS and _on_cuda(node))
 
 
 def _describe(x) -> str:
