@@ -93,11 +93,21 @@ def repro(jfn) -> dict:
 
     regions = [str(n.target) for n in trace_lab.last_traces(jfn)[-1].ops if n.op == "call_module"]
     out = {}
-    for executor in ("inductor",):
-        path = os.path.join(tempfile.mkdtemp(), f"repro_{executor}.py")
-        trace_lab.export_repro(jfn, path, region=regions[0], executor=executor)
-        r = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
-        out[executor] = {"region": regions[0], "rc": r.returncode, "tail": (r.stdout + r.stderr)[-1500:]}
+    for executor in ("inductor", "nvfuser"):
+        refused = []
+        for region in regions:  # nvFuser: the first region it compiled as one segment
+            path = os.path.join(tempfile.mkdtemp(), f"repro_{executor}.py")
+            try:
+                trace_lab.export_repro(jfn, path, region=region, executor=executor)
+            except trace_lab.TraceLabError as e:
+                refused.append(f"{region}: {str(e)[:160]}")
+                continue
+            r = subprocess.run([sys.executable, path], capture_output=True, text=True, timeout=300)
+            out[executor] = {"region": region, "rc": r.returncode, "tail": (r.stdout + r.stderr)[-1500:],
+                             "refused_before": refused[:5]}
+            break
+        else:
+            out[executor] = {"error": "no region could be written", "refused": refused[:5]}
     return out
 
 

@@ -223,6 +223,8 @@ class NvFuserExecutor(Executor):
         compiled = CompiledProgram(run=run, executor="nvfuser", compile_seconds=time.perf_counter() - started,
                                    source=program.source, regions=regions, notes=notes, generated=program)
         compiled.definitions = definitions  # region name -> [FusionDefinition]; see region_definitions()
+        # region name -> RegionProgram (its segments and their runners: run/repro.py writes one as a file)
+        compiled.region_programs = {plan_record(n).name: programs[n] for n in region_nodes}
         compiled.region_code = {name: (lambda fds=fds: "\n\n".join(repr(fd) for fd in fds)) for name, fds in definitions.items()}
         return compiled
 

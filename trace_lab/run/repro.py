@@ -11,8 +11,10 @@ file that runs with nothing but torch installed:
   in range);
 * a ``__main__`` that runs the function eagerly and through the executor
   (``"inductor"``: ``torch.compile(fn, backend="inductor", fullgraph=True)``; ``"eager"``:
-  the function itself) and compares the two with ``torch.testing.assert_close``, printing
-  ``repro: matches eager`` or raising with the difference.
+  the function itself; ``"nvfuser"``, for one region the nvFuser executor compiled as one
+  segment: its ``FusionDefinition`` as nvFuser prints it, executed as trace_lab calls it) and
+  compares the two with ``torch.testing.assert_close``, printing ``repro: matches eager`` or
+  raising with the difference.
 
 What cannot be written as text is refused with the reason: ops with no torch name (a
 Python callable captured in the graph) and tensor constants of the graph (``get_attr``).
@@ -27,9 +29,9 @@ from ..errors import TraceLabError
 from ..ir.printer import format_trace, target_name
 from ..ir.trace import Trace
 
-__all__ = ["export_repro", "repro_source"]
+__all__ = ["export_repro", "repro_source", "nvfuser_call_text"]
 
-EXECUTORS = ("inductor", "eager")
+EXECUTORS = ("inductor", "eager", "nvfuser")
 
 
 def _function_text(trace: Trace, name: str) -> str:
@@ -55,8 +57,9 @@ def _input_line(val) -> str:
             f"{str(val.device)!r})")
 
 
-def repro_source(trace: Trace, region: str | None = None, executor: str = "inductor") -> str:
-    """The text of the repro file for ``trace`` (or its region named ``region``, e.g. ``"fusion0"``)."""
+def repro_source(trace: Trace, region: str | None = None, executor: str = "inductor", nvfuser: str | None = None) -> str:
+    """The text of the repro file for ``trace`` (or its region named ``region``, e.g. ``"fusion0"``); ``nvfuser``:
+    the region's nvFuser call as text (:func:`nvfuser_call_text`), for ``executor="nvfuser"``."""
     if executor not in EXECUTORS:
         raise TraceLabError(f"export_repro(executor={executor!r}): choose one of {', '.join(EXECUTORS)}")
     regions = {n.target: n for n in trace.ops if n.op == "call_module"}
@@ -81,6 +84,13 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
         title = f"the {trace.kind} program, stage '{trace.stage}'"
     vals = [n.meta.get("val") for n in inputs]
     run = (f"torch.compile({entry}, backend=\"inductor\", fullgraph=True)" if executor == "inductor" else entry)
+    if executor == "nvfuser":
+        if nvfuser is None or region is None:
+            raise TraceLabError("export_repro(executor='nvfuser'): one fused region of a program the nvFuser executor "
+                                "compiled (pass the jitted function and region='fusionK'); a whole program's "
+                                "regions are written for Inductor or eager")
+        defs.append(nvfuser)
+        run = "run_nvfuser"
     cuda = any(isinstance(v, torch.Tensor) and v.device.type == "cuda" for v in vals)
     lines = [
         f'"""trace_lab repro: {title}, run eagerly and through {executor}.',
@@ -127,6 +137,7 @@ def export_repro(trace_or_jfn, path, region: str | None = None, executor: str = 
     """Write the repro of a Trace (or of the last ``kind`` program of a jitted function) to ``path``;
     ``region``: one fused region (``"fusion0"``) instead of the whole program. Returns the path."""
     trace = trace_or_jfn
+    nvfuser = None
     if not isinstance(trace, Trace):
         from .jit import last_backward_traces, last_traces
 
@@ -134,7 +145,62 @@ def export_repro(trace_or_jfn, path, region: str | None = None, executor: str = 
         if not traces:
             raise TraceLabError(f"export_repro: no {kind} program has run yet: call the jitted function first")
         trace = traces[-1]
-    text = repro_source(trace, region, executor)
+        if executor == "nvfuser" and region is not None:
+            nvfuser = nvfuser_call_text(_compiled_of(trace_or_jfn, trace), region)
+    text = repro_source(trace, region, executor, nvfuser)
     compile(text, str(path), "exec")  # a file that does not parse is never written
     Path(path).write_text(text)
     return str(path)
+
+
+def _compiled_of(jfn, trace):
+    from ..capture.session import program_parts
+
+    return next((part.compiled for _, _, part in program_parts(jfn) if part.traces and part.traces[-1] is trace), None)
+
+
+def nvfuser_call_text(compiled, region: str) -> str:
+    """``run_nvfuser(*region_inputs)`` as text: the region's one nvFuser segment as its FusionDefinition (the
+    code nvFuser prints for it) and the call trace_lab makes (inputs in the segment's order, contiguous where
+    the definition says so, the visible outputs in the region's order). A region nvFuser split, or one that
+    writes an input in place, is refused with the reason."""
+    programs = getattr(compiled, "region_programs", None) or {}
+    if region not in programs:
+        raise TraceLabError(f"export_repro(executor='nvfuser'): region {region!r} was not compiled by nvFuser here "
+                            f"(nvFuser regions: {', '.join(programs) or 'none'})")
+    program = programs[region]
+    steps = [(kind, item) for kind, item, _ in program.plan]
+    if len(steps) != 1 or steps[0][0] != "fuse":
+        raise TraceLabError(f"export_repro(executor='nvfuser'): {region} runs as {len(steps)} steps (nvFuser split it, "
+                            "or runs part of it through torch); only a one-segment region is written as a "
+                            "FusionDefinition: use executor='inductor' or 'eager' for it")
+    seg, runner = steps[0][1]
+    if seg.copies:
+        raise TraceLabError(f"export_repro(executor='nvfuser'): {region} writes an input in place; not written")
+    order = [program.placeholders.index(x) for x in seg.inputs]
+    missing = [o for o in program.outputs if o not in seg.outputs]
+    if missing:
+        raise TraceLabError(f"export_repro(executor='nvfuser'): {region} returns values its segment does not compute")
+    out_order = [seg.outputs.index(o) for o in program.outputs]
+    fd_text = repr(runner.definition.fd)
+    body = []
+    for line in fd_text.splitlines():  # the printed function only (nvFuser may append a usage example)
+        if body and line and not line[0].isspace():
+            break
+        if line.startswith("def ") or body:
+            body.append(line)
+    contiguous = bool(getattr(runner, "contiguous", False))
+    return "\n".join([
+        "from nvfuser_direct import DataType, FusionDefinition  # noqa: E402, F401 - the definition uses both",
+        "",
+        "",
+        *body,
+        "",
+        "",
+        "def run_nvfuser(*inputs):",
+        f"    ins = [inputs[i]{'.contiguous()' if contiguous else ''} for i in {order!r}]  # the segment's input order",
+        "    with FusionDefinition() as fd:",
+        "        nvfuser_fusion(fd)",
+        f"    outs = fd.execute(ins)[:{runner.definition.n_visible}]",
+        f"    return tuple(outs[j] for j in {out_order!r})",
+    ])
