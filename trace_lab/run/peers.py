@@ -7,7 +7,9 @@ the function and its inputs (the user's objects are not touched), with the same 
 rule as :func:`trace_lab.inspect`, and is measured by the same code as trace_lab's runs
 (:mod:`trace_lab.runtime.measure`): the first call (compile included), the steady state (median of
 ``runs`` timed calls, host and on CUDA device time) and the peak of the whole call above what was
-allocated before it (``step_peak``). trace_lab's own run measures ``step_peak`` too when asked
+allocated before it (``step_peak``). ``reduce-overhead`` starts every call as a new CUDA-graph step
+with the gradients set to None (a replay overwrites the last one's outputs, so gradients cannot
+accumulate across calls; a training loop's ``zero_grad`` does the same). trace_lab's own run measures ``step_peak`` too when asked
 (``inspect(..., measure_step=True)``), so that column compares like with like. A peer compiles
 nothing trace_lab can show: its row has no traces or predicted peaks.
 """
@@ -67,9 +69,15 @@ def run_peer(fn, args, peer: str, *, runs: int, name: str, loss=None, backward=N
         f = torch.compile(f, mode="reduce-overhead")
     loss_fn = loss or default_loss
 
+    leaves = [t for t in compare.reachable_tensors(copied[0], a) if t.requires_grad and t.is_leaf]
+
     def call(boxed):
-        if peer == "reduce-overhead":  # a new step: the graphs' outputs of the last call may be overwritten
+        if peer == "reduce-overhead":
+            # a new step: the last replay's outputs (its gradients too) are overwritten by this one, so the
+            # gradients start from None, as a training step's zero_grad(set_to_none=True) makes them
             torch.compiler.cudagraph_mark_step_begin()
+            for t in leaves:
+                t.grad = None
         out = f(*boxed)
         if backward is not False:
             lv = loss_fn(out)
