@@ -126,7 +126,9 @@ def test_widget_has_the_depth_tabs_of_the_selected_part(report):
     assert tuple(view.tabs.titles[-4:-1]) == DEPTH_VIEWS and view.tabs.titles[-1] == "Timeline"
     part = report.view.part("forward #0")
     for name, w in view.depth.items():
-        assert part_depth_html(name, part) in w.value
+        # the Diff tab's picker draws the diff of the shown part (first -> last stage to start with)
+        shown = view.diff_picker.out.value if name == "Diff" else w.value
+        assert part_depth_html(name, part) in shown
 
 
 def test_regions_tab_shows_a_regions_code_and_writes_its_repro(report, tmp_path):
@@ -152,3 +154,43 @@ def test_regions_tab_shows_a_regions_code_and_writes_its_repro(report, tmp_path)
     again = Report.from_dict(json.loads(json.dumps(report.to_dict())))  # no live program: says so
     tools.show(again, again.view.part("forward #0"))
     assert "live program" in tools.show_code() and "live program" in tools.export(str(tmp_path))
+
+
+def test_diff_picker_diffs_any_two_stages_of_one_part_across_runs(report):
+    import ipywidgets as W
+
+    from trace_lab.notebook.diff_picker import DiffPicker
+
+    torch.manual_seed(0)
+    other = trace_lab.inspect(_Mlp(), torch.randn(8, 16), fusion="memory", executor="inductor", runs=0)
+    picker = DiffPicker(W)
+    picker.show([("dataflow", report), ("memory", other)], "forward #0", report)
+    n_stages = len(report.traces("forward")) + len(other.traces("forward"))
+    assert len(picker.source.options) == n_stages
+    # it starts on the shown run's first and last stage: the same diff the stored view draws
+    assert picker.source.value == ("dataflow", 0)
+    assert picker.target.value == ("dataflow", len(report.traces("forward")) - 1)
+    assert part_depth_html("Diff", report.view.part("forward #0")) in picker.out.value
+    picker.target.value = ("memory", len(other.traces("forward")) - 1)  # across runs: dataflow's start -> memory's end
+    shown = _text(picker.out.value)
+    assert "fusion (memory)" in shown or "memory" in shown
+    assert other.traces("forward")[-1].stage in shown
+    picker.show([("loaded", Report.from_dict(json.loads(json.dumps(report.to_dict()))))], "forward #0")
+    assert picker.source.options == () and picker.out.value == ""  # no live Traces: the stored diff only
+
+
+def test_graph_says_why_each_region_ends(report):
+    """Open regions (clusters) carry it in their label, collapsed ones (nodes) in a row and the tooltip."""
+    from trace_lab.ir.printer import region_end_kinds
+    from trace_lab.report.graph import graph_data
+
+    last = report.traces("forward")[-1]
+    ends = {r: rows for r, rows in last.info["region_ends"].items() if rows}
+    assert ends
+    for collapse in (False, True):
+        data = graph_data(last, collapse_regions=collapse)
+        labels = [html.unescape(c["attrs"]["label"]) for c in data["clusters"]] if not collapse else \
+            [html.unescape(n[1]) + html.unescape(n[2].get("tooltip", "")) for n in data["nodes"]]
+        for region, rows in ends.items():
+            said = f"ends: {region_end_kinds(rows)}"
+            assert any(region in lab and said in lab for lab in labels), (collapse, region, said)

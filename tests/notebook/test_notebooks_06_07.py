@@ -15,7 +15,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from test_teaching_notebooks import SIZE, UNITS, _bytes, _code, _html_text, _md, _stdout, execute, quotes
+from test_teaching_notebooks import (SIZE, UNITS, _bytes, _code, _html_text, _md, _stdout, check_executed_notebook,
+                                     execute, quotes)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,6 +35,7 @@ def executed(tmp_path_factory):
             nbformat.write(nb, path)
             errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
             assert not errors, errors[0].get("evalue")
+            check_executed_notebook(nb, path.stat().st_size, path.name)  # what every teaching notebook must show
             cache[stem] = nb, path.stat().st_size
         return cache[stem]
 

@@ -7,7 +7,7 @@ bars; a stage longer than ``LAZY_LINES`` shows a window around its head, peak
 and tail until "whole trace" is pressed, so the widget state stays small), Graph (before/after fusion, rendered when the tab is opened), Memory
 (one curve per run), Compare (one row per run, best values starred), and the selected part's
 depth views (:mod:`trace_lab.report.depth_html`): Saved (for backward), Diff (first -> last
-stage), Regions (why each fused region ends, with a region picker whose **show code** and
+stage, or any two stages of this run or two runs picked above it: :mod:`.diff_picker`), Regions (why each fused region ends, with a region picker whose **show code** and
 **export repro** buttons give its generated code and a standalone repro file: :mod:`.region_tools`); and Timeline (a ``--profile`` run's lines timed on
 a host and a device lane, :mod:`trace_lab.report.line_timeline`; the Trace tab then shows each
 line's time).
@@ -48,6 +48,7 @@ from ..report.depth_html import DEPTH_VIEWS, part_depth_html
 from ..report.html import stage_times
 from ..report.line_timeline import timeline_html
 from .graph_widget import GraphView
+from .diff_picker import DiffPicker
 from .region_tools import RegionTools
 from .progress import RunProgress
 from .runner import RunOptions
@@ -190,7 +191,9 @@ class LabView:
         self.depth = {view: W.HTML() for view in DEPTH_VIEWS}  # Saved, Diff, Regions of the selected part
         self.region_tools = RegionTools(W)  # a region's generated code and repro file, above the Regions view
         self.timeline = W.HTML()  # the shown run's lines timed on two lanes (a --profile run)
-        depth_tabs = [W.VBox([self.region_tools.widget, w]) if view == "Regions" else w for view, w in self.depth.items()]
+        self.diff_picker = DiffPicker(W)  # any two stages of the selected part, in this run or two runs
+        heads = {"Regions": self.region_tools.widget, "Diff": self.diff_picker.widget}
+        depth_tabs = [W.VBox([heads[view], w]) if view in heads else w for view, w in self.depth.items()]
         self.tabs = W.Tab(children=[self.summary, W.VBox([W.HBox([self.stage_select, self.whole_trace]), self.trace]),
                                     W.VBox([self.graph, self.graph_view]), self.memory,
                                     self.table, *depth_tabs, self.timeline])
@@ -429,6 +432,10 @@ class LabView:
         for view, w in self.depth.items():
             w.value = _wrap(part_depth_html(view, part))
         self.region_tools.show(self._shown.report if self._shown is not None else None, part)
+        self.diff_picker.show([(r.label, r.report) for r in self.table_session.runs], part.label if part else None,
+                              self._shown.report if self._shown is not None else None)
+        if self.diff_picker.out.value:  # the picker draws the diff; the stored first -> last one would repeat it
+            self.depth["Diff"].value = ""
         self.graph.value = ""
         self.graph_view.clear()
         if self.tabs.selected_index == 2:

@@ -338,8 +338,11 @@ class _Builder:
                 (", ".join(types[:3]) + (" ..." if len(types) > 3 else ""), "small")]
         if peak:
             rows.append((f"peak: {format_bytes(self.live.peak_above_inputs_bytes)} above inputs", "i"))
+        ends = self.ends_text(node)
+        if ends:
+            rows.append((f"ends: {ends}", "small"))
         self.add_node(nid, rows, shape="box3d", style="filled", fillcolor=PEAK_FILL if peak else color,
-                      tooltip=dot_escape(f"fused region {rname} ({len(inner.ops)} ops)"),
+                      tooltip=dot_escape(f"fused region {rname} ({len(inner.ops)} ops)" + self.ends_detail(node)),
                       **({"peripheries": "2"} if peak else {}))
         self.m.fx_names.update(n.name for n in inner.ops)
         if peak:
@@ -348,6 +351,18 @@ class _Builder:
             self.add_edge(self.source_of(a), nid, a)
         for g in getitems.values():
             self.provide(g, nid)
+
+    def ends_text(self, node: fx.Node) -> str:
+        """'executor x2, cycle': why the region ends (the fusion pass's reasons, as the trace line says)."""
+        from ..ir.printer import region_end_kinds
+
+        rows = (self.trace.info.get("region_ends") or {}).get(str(node.target))
+        return region_end_kinds(rows) if rows else ""
+
+    def ends_detail(self, node: fx.Node) -> str:
+        """The reasons one per line, for a tooltip."""
+        rows = (self.trace.info.get("region_ends") or {}).get(str(node.target)) or []
+        return "".join(f"\nends at {r.get('name', r['node'])}: [{r['kind']}] {r['reason']}" for r in rows[:6])
 
     def add_open_region(self, node: fx.Node, rname: str, color: str) -> None:
         """A cluster of the region's inner ops (those in the window), wired to the outer graph."""
@@ -361,6 +376,8 @@ class _Builder:
             label += f" ({len(shown)} shown)"
         if peak:
             label += f" · peak {format_bytes(self.live.peak_above_inputs_bytes)} above inputs"
+        if self.ends_text(node):
+            label += f" · ends: {self.ends_text(node)}"
         self.m.clusters[rname] = {"label": label, "color": color, "peak": peak}
         outer_arg = dict(zip(inner.inputs, node.args))
         visible: dict[fx.Node, list] = {}
