@@ -194,6 +194,8 @@ class LabView:
         self.diff_picker = DiffPicker(W)  # any two stages of the selected part, in this run or two runs
         heads = {"Regions": self.region_tools.widget, "Diff": self.diff_picker.widget}
         depth_tabs = [W.VBox([heads[view], w]) if view in heads else w for view, w in self.depth.items()]
+        # the hooks tests and user CSS use: the whole tab where a picker heads it (the diff is drawn by the picker)
+        self.depth_areas = dict(zip(self.depth, depth_tabs))
         self.tabs = W.Tab(children=[self.summary, W.VBox([W.HBox([self.stage_select, self.whole_trace]), self.trace]),
                                     W.VBox([self.graph, self.graph_view]), self.memory,
                                     self.table, *depth_tabs, self.timeline])
@@ -209,7 +211,7 @@ class LabView:
         self.widget.add_class("tl-lab")
         for w, cls in ((self.summary, "tl-summary-area"), (self.trace, "tl-trace-area"), (self.graph, "tl-graph-area"),
                        (self.memory, "tl-memory-area"), (self.table, "tl-compare-area"), (self.status, "tl-status"),
-                       *((w, f"tl-{view.lower()}-area") for view, w in self.depth.items()),
+                       *((w, f"tl-{view.lower()}-area") for view, w in self.depth_areas.items()),
                        (self.timeline, "tl-timeline-area")):
             w.add_class(cls)  # stable hooks for browser tests and user CSS
         self.progress.layout.display = "none"
