@@ -70,7 +70,7 @@ _BASE_CSS = """
 .tl-code{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;line-height:1.35;
   background:#f6f8fa;padding:4px 0;overflow:auto;max-height:560px;border:1px solid #d0d7de}
 .tl-code .tl-l{display:flex;white-space:pre;min-height:1.35em}
-.tl-code .tl-time{color:#8250df;white-space:nowrap}
+.tl-code .tl-time,.tl-code .tl-notime{display:inline-block;min-width:11em;color:#8250df;white-space:nowrap;font-size:90%;vertical-align:top}
 .tl-code .tl-l code{font-family:inherit;background:none;padding:0 6px 0 calc(6px + 3em);text-indent:-3em;
   white-space:pre-wrap;overflow-wrap:anywhere;flex:1 1 auto;min-width:0}
 .tl-report .tl-jump{font-size:12px;margin:2px 0}
@@ -335,10 +335,7 @@ def _bar_tip(live_after, high_water, allocated, freed, base) -> str:
 
 def _row_html(shown, row, base, scale, capped: bool = False, anchor: str | None = None, times=None) -> str:
     i, m, n_inner = row
-    timed = times.get(m.op) if times and m is not None else None
     text = shown[i]
-    if timed is not None:  # the line's measured time (report/line_timeline.py), after its text
-        text += f'<span class="tl-time"> &#9201; {esc(time_note(*timed, times.get("device", False)))}</span>'
 
     if m is not None:
         pct = 100.0 * max(m.live_after - base, 0) / scale
@@ -348,6 +345,10 @@ def _row_html(shown, row, base, scale, capped: bool = False, anchor: str | None 
                f'<i style="width:{pct:.1f}%"></i></span>')
     else:
         bar = '<span class="tl-bar tl-nb"></span>'
+    if times:  # a column beside the bar: the line's measured time (report/line_timeline.py), blank if not timed
+        timed = times.get(m.op) if m is not None else None
+        note = time_note(*timed, times.get("device", False)) if timed is not None else ""
+        bar += f'<span class="{"tl-time" if timed is not None else "tl-notime"}">{esc(note)}</span>'
     peak = m is not None and m.peak
     cls = "tl-l tl-pk" if peak else "tl-l"
     code = f'<code id="{esc(anchor)}">' if peak and anchor else "<code>"  # the jump-to-peak link's target
@@ -355,7 +356,8 @@ def _row_html(shown, row, base, scale, capped: bool = False, anchor: str | None 
         return f'<div class="{cls}">{bar}{code}{text}</code></div>'
     first, last = _inner_lines(row, capped)
     kind = "tl-inner" if not getattr(row, "params", False) else "tl-pin"
-    line = ('<div class="tl-l ' + kind + '"><span class="tl-bar tl-nb"></span><code>{}</code></div>').format
+    pad = '<span class="tl-notime"></span>' if times else ""  # keep the time column aligned under the region
+    line = ('<div class="tl-l ' + kind + '"><span class="tl-bar tl-nb"></span>' + pad + '<code>{}</code></div>').format
     inner = "".join(line(shown[j]) for j in first)
     if last:
         inner += _gap_html(first[-1] + 1, last[0]) + "".join(line(shown[j]) for j in last)
