@@ -46,6 +46,21 @@ def _quiet_stderr():
         os.close(saved)
 
 
+SETTLE_SECONDS = 0.05
+
+
+def _settle_collective_threads() -> None:
+    """Before a memory-profiling session stops in a process with a process group: give the backend's
+    worker threads (gloo's) time to finish releasing the buffers of collectives that were just waited for.
+    Those threads carry the caller's profiler state and report their frees to it; a session stopped while
+    they still do is torn down under them (the race of pytorch/pytorch#136304; a --nproc rank died with
+    "malloc(): unaligned tcache chunk detected" under a loaded CI machine)."""
+    import time
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        time.sleep(SETTLE_SECONDS)
+
+
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -128,6 +143,7 @@ class CpuMemoryWindows:
     def close(self) -> None:
         if self._prof is None:
             return
+        _settle_collective_threads()
         with _quiet_stderr():
             self._prof.stop()
         events = list(self._prof.profiler.kineto_results.events())
@@ -187,6 +203,7 @@ def _measure_peak(run, args, device: torch.device):
         try:
             outs = run(args)
         finally:
+            _settle_collective_threads()
             with _quiet_stderr():
                 prof.stop()
         # by time only, ties in the order recorded: sorting ties by size would put a free before an
