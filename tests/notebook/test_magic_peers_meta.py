@@ -64,7 +64,11 @@ def test_bad_baselines_are_clear_usage_errors(ip, line, message):
 
 
 def test_meta_predicts_per_strategy_without_running_or_writing_back(ip):
+    # the shell is one per process (InteractiveShell.instance()): other test files on this worker may
+    # have bound w or v, so clear them before asserting the cell did not bind them
     ip.run_cell("x = torch.ones(1024, 256); model = torch.nn.Linear(256, 256)")
+    for name in ("w", "v"):
+        ip.user_ns.pop(name, None)
     shown = []
     ip.display_pub.publish = lambda data, *a, **k: shown.append(data)
     try:
