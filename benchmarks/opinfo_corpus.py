@@ -37,7 +37,11 @@ How a sample is checked
 * The op's tensors (``SampleInput`` input, args, kwargs flattened) are the compiled
   function's inputs; everything else is a Python constant. Each run gets fresh clones.
 * Backward: the gradient of every floating output that requires grad, with one fixed
-  random cotangent per output, w.r.t. every input that requires grad (``autograd.grad``).
+  random cotangent per output, w.r.t. every input that requires grad (``autograd.grad``). The
+  gradient reaches the compiled backward as a tensor only autograd holds (the output is passed
+  as ``o * 1``), as in ``loss.backward()``: a cotangent the caller keeps would stay live through
+  the backward, above the liveness model's figure by its bytes (the model frees incoming
+  gradients at their last use; see docs/ARCHITECTURE.md).
 * Comparison: ``torch.testing.assert_close`` (shape, dtype, values, NaNs equal; strides not
   checked) with the dtype's defaults, widened to the largest ``toleranceOverride`` that the
   OpInfo's own decorators declare for that dtype (any test).
@@ -383,7 +387,10 @@ class Case:
                     self.cotangents = {i: torch.randn(o.shape, generator=gen, dtype=torch.float32).to(
                         device=o.device, dtype=o.dtype) for i, o in diff}
                 wrt = [t for t, r in zip(ins, self.requires) if r]
-                gs = torch.autograd.grad([o for _, o in diff], wrt, [self.cotangents[i] for i, _ in diff],
+                # ``o * 1``: the gradient reaching the program's backward is a tensor only autograd holds (its
+                # MulBackward makes it), as the gradients of ``loss.backward()`` are, so the backward frees it at
+                # its last use as the liveness model predicts; the cotangent we keep here would stay live
+                gs = torch.autograd.grad([o * 1 for _, o in diff], wrt, [self.cotangents[i] for i, _ in diff],
                                          allow_unused=True)
                 grads = [g.detach() if g is not None else None for g in gs]
         detached = [o.detach() if isinstance(o, torch.Tensor) else o for o in outs]

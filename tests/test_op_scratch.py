@@ -172,3 +172,79 @@ def test_cuda_only_scratch_ops_are_measured_on_cuda_only():
         with FakeTensorMode(allow_non_fake_inputs=True):
             node.meta["val"] = torch.empty(4, device=device)
         assert has_scratch(node) is expected, device
+
+
+# -- found by the OpInfo corpus (2026-11-26): each failed its memory check before its fix ----------------
+def _report(fn, *xs, **kw):
+    torch.manual_seed(0)
+    report = trace_lab.inspect(fn, *xs, fusion="none", executor="eager", runs=0, **kw)
+    assert report.comparison["ok"], report.comparison
+    return report
+
+
+def test_a_conjugated_gradient_into_an_fft_counts_the_copy_its_kernel_makes():
+    """ifft's backward conjugates the gradient lazily (aten._conj sets a bit); the c2c kernel cannot read
+    the bit and copies its input inside the call: one c64[5, 10, 7] = 2,800 B of scratch."""
+    x = torch.randn(5, 6, 7, requires_grad=True)
+    report = _report(lambda x: torch.fft.ifft(x, n=10, dim=1, norm="ortho"), x, loss=lambda out: out.abs().sum())
+    _assert_memory(report, ["forward", "backward"])
+    jfn = trace_lab.jit(lambda x: torch.fft.ifft(x, n=10, dim=1, norm="ortho"), fusion="none", executor="eager")
+    jfn(x).abs().sum().backward()
+    trace = trace_lab.last_backward_traces(jfn)[-1]
+    lines = {ln.node: ln for ln in trace.liveness().lines}
+    (c2c,) = [n for n in trace.ops if "_fft_c2c" in str(n.target)]
+    assert c2c.args[0].target is torch.ops.aten._conj.default, str(trace)
+    assert lines[c2c].workspace == 5 * 10 * 7 * 8, (lines[c2c], str(trace))
+
+
+def test_a_known_zero_gradient_allocates_nothing():
+    """sgn's gradient is aten._efficientzerotensor: a ZeroTensor has no allocation behind its storage, so the
+    backward's peak is 0 (its storage reports 6,400 B). One measured call: a ZeroTensor in ``x.grad`` cannot be
+    accumulated into by a next call, in eager PyTorch too, so the grad is cleared in between."""
+    x = torch.randn(40, 40, requires_grad=True)
+    torch.sgn(x).sum().backward()
+    expected_out, expected_grad, x.grad = torch.sgn(x).detach(), x.grad, None
+    jfn = trace_lab.jit(torch.sgn, fusion="none", executor="eager")
+    jfn(x).sum().backward()
+    x.grad = None
+    with jfn.measuring() as ms:
+        out = jfn(x)
+        out.sum().backward()
+    torch.testing.assert_close(out.detach(), expected_out)
+    torch.testing.assert_close(x.grad, expected_grad)
+    (bw,) = [m for m in ms if m.kind == "backward"]
+    assert "_efficientzerotensor" in str(trace_lab.last_backward_traces(jfn)[-1])
+    assert bw.measured_peak_above_inputs == 0 and bw.predicted_peak_above_inputs == 0, bw
+
+
+def test_isinf_counts_the_temporaries_of_its_composite_kernel():
+    """isinf's CPU kernel is abs(x) == inf: a float32 |x| (6,400 B) lives inside the call."""
+    report = _report(torch.isinf, torch.randn(40, 40), backward=False)
+    _assert_memory(report, ["inference"])
+
+
+@pytest.mark.parametrize("name", ["sort", "kron"])
+def test_bfloat16_reductions_and_scatters_on_cpu_count_their_scratch(name):
+    """sort's backward scatters (its bfloat16 CPU kernel sorts the indices: 32,000 B for 8,000 values) and
+    kron's sums over non-innermost dimensions (a bfloat16 input is staged): both measured 1.5-2x before."""
+    if name == "sort":
+        report = _report(lambda x: torch.sort(x)[0] * 1,
+                         torch.randn(8000, dtype=torch.bfloat16, requires_grad=True))
+    else:
+        w = torch.randn(10, 20, dtype=torch.bfloat16)
+        report = _report(lambda x: torch.kron(x, w), torch.randn(5, 5, dtype=torch.bfloat16, requires_grad=True))
+    _assert_memory(report, ["forward", "backward"])
+
+
+def test_matrix_exp_scratch_is_an_upper_bound_and_its_line_says_so():
+    """matrix_exp's scratch grows with its input's norm: measured at large values, the figure bounds any
+    input from above (equal for a large-norm input) and the printed line is marked."""
+    big = _report(torch.linalg.matrix_exp, torch.randn(8, 8) * 100, backward=False)
+    _assert_memory(big, ["inference"])
+    small = _report(torch.linalg.matrix_exp, torch.randn(8, 8) * 1e-3, backward=False)
+    (m,) = small.memory
+    assert m["measured_peak_above_inputs_bytes"] <= m["predicted_peak_above_inputs_bytes"], m
+    jfn = trace_lab.jit(torch.linalg.matrix_exp, fusion="none", executor="eager")
+    jfn(torch.randn(8, 8))
+    text = str(trace_lab.last_traces(jfn)[-1])
+    assert "[<= upper bound: scratch inside aten.linalg_matrix_exp.default depends on the input's values" in text, text

@@ -34,7 +34,9 @@ and each value is dropped right after its last use (the ``del`` lines):
 * a plain op may allocate scratch inside its call too (a CPU convolution's im2col
   buffer, FFT plans, sorts): for the ops of ``op_scratch.SCRATCH_OPS`` it is measured
   once per signature (:mod:`.op_scratch`) and counted on the op's line the same way;
-  where it cannot be measured the printed line is marked as a lower bound.
+  where it cannot be measured the printed line is marked as a lower bound, and where it
+  depends on the input's values (matrix_exp) it is measured at large values and marked as an
+  upper bound.
 
 The buffers, aliasing, held and handed-over inputs and reads come from
 :mod:`.buffers`, which the scheduler (:class:`trace_lab.passes.schedule.MemoryModel`)

@@ -12,7 +12,8 @@ Design (the same as compiled regions' workspace, :mod:`trace_lab.analysis.call_m
 * Which ops: :data:`SCRATCH_OPS`, a table of aten overload packets known to allocate
   scratch (one place to extend; an op outside it is assumed to allocate only its outputs), and
   :data:`CUDA_SCRATCH_OPS`, ops whose CUDA kernels take scratch that their CPU kernels do not
-  (measured on CUDA only).
+  (measured on CUDA only), and :data:`CPU_LOW_PRECISION_SCRATCH_OPS`, ops whose CPU kernels take
+  scratch for bfloat16/float16 tensors only.
 * What: scratch = the op's peak above entry during one call - the bytes of the fresh
   storages it returns, rounded as the liveness model rounds (CUDA blocks). It is counted on
   the op's line only: ``high_water = live + allocated + scratch``, gone when the op returns.
@@ -31,7 +32,9 @@ Design (the same as compiled regions' workspace, :mod:`trace_lab.analysis.call_m
   running the op would pollute the user's own measurement), the op fails on placeholder
   inputs, a device without a measurement - the op counts 0 scratch, the line's figure is a
   **lower bound**, ``meta['op_scratch']['bytes']`` is None with the reason, and the printed
-  trace marks the line (:func:`lower_bound_note`: ``[>= lower bound: ...]``). A failed
+  trace marks the line (:func:`lower_bound_note`: ``[>= lower bound: ...]``). An op whose scratch
+  depends on its input's values (:data:`VALUE_DEPENDENT_SCRATCH`, matrix_exp) is measured at large
+  values, the most it takes, and its line is marked ``[<= upper bound: ...]``. A failed
   measurement is not cached: ``Trace.liveness``'s cache key holds :func:`scratch_key`, so a
   line priced under a profiler is priced and measured again once the profiler has stopped.
 """
@@ -44,8 +47,8 @@ import torch.utils._pytree as pytree
 from .call_memory import measure_workspace
 from .storage import CUDA_ROUNDING
 
-__all__ = ["SCRATCH_OPS", "CUDA_SCRATCH_OPS", "has_scratch", "op_signature", "op_scratch_bytes", "record_op_scratch",
-           "scratch_unknown", "scratch_key", "lower_bound_note", "clear_cache"]
+__all__ = ["SCRATCH_OPS", "CUDA_SCRATCH_OPS", "CPU_LOW_PRECISION_SCRATCH_OPS", "VALUE_DEPENDENT_SCRATCH", "has_scratch", "op_signature", "op_scratch_bytes", "record_op_scratch",
+           "scratch_unknown", "scratch_key", "lower_bound_note", "bound_note", "clear_cache"]
 
 aten = torch.ops.aten
 
@@ -68,9 +71,20 @@ SCRATCH_OPS: dict[str, tuple] = {
                                           aten._linalg_eigh, aten.linalg_eig, aten.linalg_cholesky_ex,
                                           aten.linalg_lu_factor_ex, aten.linalg_lu, aten._linalg_det,
                                           aten._linalg_slogdet, aten.linalg_solve_ex, aten._linalg_solve_ex,
-                                          aten.linalg_inv_ex, aten.triangular_solve, aten.linalg_householder_product),
+                                          aten.linalg_inv_ex, aten.triangular_solve, aten.linalg_householder_product,
+                                          aten.linalg_matrix_exp),
+    # kernels written as several aten calls, whose intermediates live only inside the call
+    "composite kernels (temporaries)": (aten.isinf,),
 }
 _PACKETS = frozenset(p for ops in SCRATCH_OPS.values() for p in ops)
+
+# Ops whose scratch depends on their input's *values*, not only its layout: measured with every floating
+# input filled with VALUE_DEPENDENT_FILL, the case that takes the most, so the line's figure is an upper
+# bound and the printed trace says so (:func:`bound_note`). Found by the OpInfo corpus (2026-11-26).
+VALUE_DEPENDENT_SCRATCH: dict = {
+    aten.linalg_matrix_exp: "its Taylor degree and squarings grow with the input's norm",
+}
+VALUE_DEPENDENT_FILL = 1.0e3
 
 # Ops whose CUDA kernels take scratch (cub scans and radix sorts, atomics' staging, cuBLAS/cuSOLVER and
 # attention workspaces) but whose CPU kernels do not: measured on CUDA only, so a CPU program runs no extra
@@ -89,7 +103,7 @@ CUDA_SCRATCH_OPS: dict[str, tuple] = {
                                         aten.upsample_linear1d_backward, aten.upsample_bilinear2d_backward,
                                         aten.upsample_bicubic2d_backward, aten.upsample_trilinear3d_backward,
                                         aten.im2col, aten.col2im),
-    "linear algebra and attention workspaces": (aten.linalg_matrix_exp, aten.ormqr, aten.geqrf,
+    "linear algebra and attention workspaces": (aten.ormqr, aten.geqrf,
                                                 aten.linalg_ldl_factor_ex, aten._efficient_attention_forward,
                                                 aten._efficient_attention_backward, aten._flash_attention_forward,
                                                 aten._flash_attention_backward,
@@ -100,12 +114,26 @@ CUDA_SCRATCH_OPS: dict[str, tuple] = {
 }
 _CUDA_PACKETS = frozenset(p for ops in CUDA_SCRATCH_OPS.values() for p in ops)
 
+# Ops whose CPU kernels take scratch for reduced-precision (bfloat16, float16) tensors only: a reduction over
+# non-innermost dimensions stages its input, a scatter sorts its indices. Measured on CPU for those dtypes
+# only. Found by the OpInfo corpus (2026-11-26: kron's and sort's bfloat16 backwards measured 1.5-2x).
+CPU_LOW_PRECISION_SCRATCH_OPS: dict[str, tuple] = {
+    "reduced-precision reductions and scatters": (aten.sum, aten.scatter),
+}
+_CPU_LOW_PRECISION_PACKETS = frozenset(p for ops in CPU_LOW_PRECISION_SCRATCH_OPS.values() for p in ops)
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
+
 
 def _on_cuda(node: fx.Node) -> bool:
     from ..ir.fx_util import tensor_values
 
     vals = [v for v in tensor_values(node.meta.get("val")) if v is not None]
     return bool(vals) and vals[0].device.type == "cuda"
+
+
+def _low_precision_on_cpu(node: fx.Node) -> bool:
+    vals = [v for v in _vals(node)[0] if isinstance(v, torch.Tensor)]
+    return bool(vals) and vals[0].device.type == "cpu" and any(v.dtype in _LOW_PRECISION for v in vals)
 
 _CACHE: dict[tuple, int] = {}  # (signature, rounding) -> scratch bytes; only successful measurements
 
@@ -115,11 +143,14 @@ def clear_cache() -> None:
 
 
 def has_scratch(node: fx.Node) -> bool:
-    """Is ``node`` an op of :data:`SCRATCH_OPS`, or of :data:`CUDA_SCRATCH_OPS` on CUDA?"""
+    """Is ``node`` an op of :data:`SCRATCH_OPS`, of :data:`CUDA_SCRATCH_OPS` on CUDA, or of
+    :data:`CPU_LOW_PRECISION_SCRATCH_OPS` on CPU with a bfloat16/float16 tensor?"""
     target = node.target
     if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
         return False
-    return target.overloadpacket in _PACKETS or (target.overloadpacket in _CUDA_PACKETS and _on_cuda(node))
+    packet = target.overloadpacket
+    return packet in _PACKETS or (packet in _CUDA_PACKETS and _on_cuda(node)) or \
+        (packet in _CPU_LOW_PRECISION_PACKETS and _low_precision_on_cpu(node))
 
 
 def _describe(x) -> str:
@@ -136,13 +167,25 @@ def _vals(node: fx.Node):
     return vals, spec
 
 
+# views that set a bit instead of computing: a kernel that cannot read the bit copies its input inside the call
+# (an FFT of a conjugated gradient); the recorded meta does not always carry the bit, the producing op does
+_BIT_VIEWS = {aten._conj.default: "conj", aten._neg_view.default: "neg"}
+
+
+def _bits(node: fx.Node) -> list[str]:
+    """For each flat argument leaf: the lazy bit ('conj', 'neg') its producer sets, or ''."""
+    return [_BIT_VIEWS.get(a.target, "") if isinstance(a, fx.Node) and a.op == "call_function" else ""
+            for a in pytree.tree_leaves((node.args, node.kwargs))]
+
+
 def op_signature(node: fx.Node) -> str | None:
-    """The op overload and every argument's layout (tensors) or value (the rest); None when an
-    argument's meta is missing."""
+    """The op overload and every argument's layout (tensors, with a lazy conj/neg bit) or value (the
+    rest); None when an argument's meta is missing."""
     vals, _ = _vals(node)
     if any(v is None and isinstance(a, fx.Node) for v, a in zip(vals, pytree.tree_leaves((node.args, node.kwargs)))):
         return None
-    return f"{node.target}(" + ", ".join(_describe(v) for v in vals) + ")"
+    return f"{node.target}(" + ", ".join(_describe(v) + (f"[{b}]" if b else "")
+                                         for v, b in zip(vals, _bits(node))) + ")"
 
 
 def _profiler_active() -> bool:
@@ -162,15 +205,24 @@ def _measure(node: fx.Node, rounding: int) -> tuple[int | None, str]:
     if _profiler_active():
         return None, "not measured: a profiler is active"
     target = node.target
+    bits = _bits(node)
 
     def call(*tensors):
         leaves = list(vals)
         for i, t in zip(positions, tensors):
-            leaves[i] = t
+            # lazy views (no allocation), as the real input is one
+            leaves[i] = t.conj() if bits[i] == "conj" and not t.is_conj() else \
+                t._neg_view() if bits[i] == "neg" and not t.is_neg() else t
         args, kwargs = pytree.tree_unflatten(leaves, spec)
         return target(*args, **kwargs)
 
+    largest = target.overloadpacket in VALUE_DEPENDENT_SCRATCH
+
     def flat_call(*tensors):
+        if largest:  # in place: the fill allocates nothing inside the measured call
+            for t in tensors:
+                if t.is_floating_point() or t.is_complex():
+                    t.fill_(VALUE_DEPENDENT_FILL)
         return [t for t in pytree.tree_leaves(call(*tensors)) if isinstance(t, torch.Tensor)]
 
     try:
@@ -181,6 +233,8 @@ def _measure(node: fx.Node, rounding: int) -> tuple[int | None, str]:
         return None, f"not measured: {type(e).__name__}: {first}"
     if scratch is None:
         return None, "not measured: the allocator could not be observed"
+    if largest:
+        return int(scratch), f"measured once per signature at large input values ({VALUE_DEPENDENT_SCRATCH[target.overloadpacket]})"
     return int(scratch), "measured once per signature"
 
 
@@ -201,7 +255,11 @@ def op_scratch_bytes(node: fx.Node, rounding: int = 1) -> int:
             return 0
         _CACHE[key] = scratch
     scratch = _CACHE[key]
-    node.meta["op_scratch"] = {"bytes": scratch, "why": "measured once per signature", "signature": signature}
+    record = {"bytes": scratch, "why": "measured once per signature", "signature": signature}
+    if node.target.overloadpacket in VALUE_DEPENDENT_SCRATCH:
+        record.update(bound="upper", why=f"depends on the input's values: "
+                                         f"{VALUE_DEPENDENT_SCRATCH[node.target.overloadpacket]}; measured at large values")
+    node.meta["op_scratch"] = record
     return scratch
 
 
@@ -227,6 +285,15 @@ def lower_bound_note(node: fx.Node) -> str:
     """The mark a printed line carries when its memory figure is a lower bound ('' otherwise)."""
     why = scratch_unknown(node)
     return f"[>= lower bound: scratch inside {node.target} {why}]" if why else ""
+
+
+def bound_note(node: fx.Node) -> str:
+    """The mark a printed line carries when its memory figure is a bound, not the figure: a lower bound
+    (scratch not measured) or an upper bound (:data:`VALUE_DEPENDENT_SCRATCH`); '' otherwise."""
+    record = node.meta.get("op_scratch") or {}
+    if record.get("bound") == "upper" and record.get("bytes") is not None:
+        return f"[<= upper bound: scratch inside {node.target} {record['why']}]"
+    return lower_bound_note(node)
 
 
 def record_op_scratch(trace, rounding: int | None = None) -> dict:

@@ -19,6 +19,8 @@ def round_up(n: int, rounding: int) -> int:
 
 
 def tensor_bytes(t: torch.Tensor, rounding: int = 1) -> int:
+    if t._is_zerotensor():  # aten._efficientzerotensor (a backward's known-zero gradient): no allocation,
+        return 0            # though its storage reports the full size
     try:
         n = t.untyped_storage().nbytes()
     except Exception:  # noqa: BLE001 - some fake/sparse tensors have no storage

@@ -33,7 +33,7 @@ from dataclasses import dataclass, fields
 import torch
 import torch.fx as fx
 
-from ..analysis.op_scratch import lower_bound_note
+from ..analysis.op_scratch import bound_note
 from .fx_util import is_getitem, tensor_values
 
 __all__ = ["Line", "trace_lines", "format_trace", "format_bytes", "plural", "type_comment", "source_line", "exec_namespace", "target_name"]
@@ -262,8 +262,8 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
                                           f"~{format_bytes(ln.workspace)} inside" if ln.workspace else "") if x) or "+0"
             rec.peak = live.peak_line is ln
             mark = f"  <- peak {format_bytes(ln.high_water - live.entry_bytes)} above inputs" if rec.peak else ""
-            if lower_bound_note(n):  # an op whose scratch could not be measured: the figure is a lower bound
-                mark += f"  {lower_bound_note(n)}"
+            if bound_note(n):  # an op whose scratch was not measured (lower bound) or depends on values (upper)
+                mark += f"  {bound_note(n)}"
             rec.text += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"
             rec.live_after, rec.high_water, rec.allocated, rec.freed = ln.live_after, ln.high_water, ln.allocated, ln.freed
         out.append(rec)
