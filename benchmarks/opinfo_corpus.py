@@ -1069,7 +1069,7 @@ def read_sections(path: str) -> dict:
     with open(path) as f:
         text = f.read()
     found = {}
-    for device in DEVICES:
+    for device in (*DEVICES, "notes"):  # "notes": the hand-written part, between <!-- corpus-section: notes --> marks
         begin, end = _section_marks(device)
         i, j = text.find(begin), text.find(end)
         if i >= 0 and j > i:
@@ -1086,7 +1086,8 @@ def write_table(sections: dict, path: str) -> None:
     for device, (rows, summary, meta) in sections.items():
         begin, end = _section_marks(device)
         kept[device] = "\n".join([begin] + render_section(rows, summary, meta, device) + [end])
-    parts = [TABLE_TITLE, "", TABLE_INTRO, ""] + [kept[d] + "\n" for d in DEVICES if d in kept]
+    notes = [kept["notes"] + "\n"] if "notes" in kept else []  # written by hand, kept as it is
+    parts = [TABLE_TITLE, "", TABLE_INTRO, ""] + notes + [kept[d] + "\n" for d in DEVICES if d in kept]
     with open(path, "w") as f:
         f.write("\n".join(parts))
     print("wrote", path)
@@ -1225,16 +1226,38 @@ def merge(paths: list, table: str | None, out: str | None) -> int:
     return 0
 
 
+def _run_configs(data: dict) -> set:
+    """The configurations a result file's run was asked for (its command's --configs, else the defaults)."""
+    parts = data.get("command", "").split()
+    if "--configs" in parts and parts.index("--configs") + 1 < len(parts):
+        return set(parts[parts.index("--configs") + 1].split(","))
+    return set(DEFAULT_CONFIGS.get(data.get("device", "cpu"), ALL_CONFIGS))
+
+
+_BROKEN_KEYS = ("timeout", "crash", "worker_error", "sample_error")
+
+
 def _merge_runs(runs: list, out: str | None) -> tuple[list, dict, dict]:
     merged: dict = {}
+    broken: dict = {}  # key -> (the timed-out / crashed row, the configurations its run was asked for)
     for _, data in runs:
         for r in data["rows"]:
             k = (r["device"], r["op"], r["dtype"], r.get("sample"))
+            if _broken(r) and not r.get("configs"):
+                broken[k] = (r, _run_configs(data))
+                continue
             if k in merged and r.get("configs") and merged[k].get("configs"):
                 cfgs = {**merged[k]["configs"], **r["configs"]}  # another run's configurations of the sample
                 merged[k] = {**merged[k], **r, "configs": cfgs}  # its flags (random, uninitialised) win too
             elif k not in merged or r.get("configs") or not merged[k].get("configs"):
                 merged[k] = r  # a later run (a re-run) replaces an excluded or unrun row
+    # a sample that timed out or crashed in one run stays a failure, unless another run produced results for
+    # every configuration the broken run was asked for (a re-run): another run's configurations never hide it
+    for k, (r, asked) in broken.items():
+        if k not in merged:
+            merged[k] = r
+        elif not asked <= set(merged[k].get("configs", {})):
+            merged[k] = {**merged[k], **{b: r[b] for b in _BROKEN_KEYS if b in r}}
     rows = list(merged.values())
     summary = summarize(rows)
     described = ("device_name", "nvfuser")

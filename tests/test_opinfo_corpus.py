@@ -222,3 +222,25 @@ def test_merge_gives_each_device_its_section(tmp_path):
     assert "| none/nvfuser | 0.0% (0/1) |" in _section(text, "cuda")
     with pytest.raises(SystemExit, match="several devices"):
         corpus.main(["--merge", *paths, "--out", str(tmp_path / "both.json"), "--no-table"])
+
+
+def test_merge_keeps_a_timeout_that_another_runs_configurations_do_not_cover(tmp_path):
+    """An eager-configs run passed the sample; an Inductor-configs run timed out on it (a row without results):
+    merged, the op fails with the timeout. A later re-run of the Inductor configs that passed clears it."""
+    eager = [_row("cpu", "gather", "none/eager", "pass")]
+    timed_out = [{"op": "gather", "device": "cpu", "dtype": "float32", "sample": 0, "timeout": 120.0, "category": None}]
+    rerun = [_row("cpu", "gather", "none/inductor", "pass")]
+    paths = {}
+    for name, rows, configs in (("eager", eager, "none/eager"), ("inductor", timed_out, "none/inductor"),
+                                ("rerun", rerun, "none/inductor")):
+        paths[name] = str(tmp_path / f"{name}.json")
+        meta = _meta("cpu", command=f"python -m benchmarks.opinfo_corpus --device cpu --configs {configs} --jobs 2")
+        with open(paths[name], "w") as f:
+            json.dump({**meta, "device": "cpu", "rows": rows}, f)
+    out = str(tmp_path / "merged.json")
+    assert corpus.main(["--merge", paths["eager"], paths["inductor"], "--out", out, "--no-table"]) == 0
+    summary = json.load(open(out))["summary"]
+    assert summary["ops_pass_everywhere"] == 0 and summary["failure_causes"] == {"timeout": ["gather"]}, summary
+    assert corpus.main(["--merge", paths["eager"], paths["inductor"], paths["rerun"], "--out", out, "--no-table"]) == 0
+    summary = json.load(open(out))["summary"]
+    assert summary["ops_pass_everywhere"] == 1 and summary["failure_causes"] == {}, summary
