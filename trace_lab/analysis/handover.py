@@ -11,7 +11,10 @@ coming in (``tangents_*``) are owned too: AOTAutograd hands the backward a
 contiguous copy when the incoming gradient has another layout (``y.sum().backward()``
 sends an expanded scalar), and that copy dies at its last use. A gradient that
 arrives already in the compiled layout (``y.backward(g)`` with a contiguous ``g``)
-is held by the caller, and measured memory is then higher than predicted by its bytes.
+is held by the caller, and measured memory is then higher than predicted by its bytes. On torch
+2.11 AOTAutograd's backward frame also references every gradient it did not copy (a fresh one from
+``(y * w).sum()``), so there too the gradient outlives its last use (torch 2.13 releases it;
+benchmarks/backward_gradient_refcount_probe.py).
 
 :func:`owned_backward_inputs` answers, per backward input, "owned" (with the
 forward value whose storage it shares, so that two saved views of one buffer
