@@ -1042,8 +1042,11 @@ def summarize(rows: list[dict]) -> dict:
     }
 
 
+_BROKEN_KEYS = ("timeout", "crash", "worker_error", "sample_error")  # a row whose sample never finished
+
+
 def _broken(r) -> bool:
-    return any(k in r for k in ("timeout", "crash", "worker_error", "sample_error"))
+    return any(k in r for k in _BROKEN_KEYS)
 
 
 def _pct(a, b) -> str:
@@ -1232,9 +1235,6 @@ def _run_configs(data: dict) -> set:
     if "--configs" in parts and parts.index("--configs") + 1 < len(parts):
         return set(parts[parts.index("--configs") + 1].split(","))
     return set(DEFAULT_CONFIGS.get(data.get("device", "cpu"), ALL_CONFIGS))
-
-
-_BROKEN_KEYS = ("timeout", "crash", "worker_error", "sample_error")
 
 
 def _merge_runs(runs: list, out: str | None) -> tuple[list, dict, dict]:

@@ -19,8 +19,8 @@ __all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "output_la
 
 
 def example_tensor(val, zeros: bool = True):
-    """A real tensor with the recorded size, stride, storage offset, dtype, device and
-    conjugate/negative bits (zero-filled, or uninitialised floats when ``zeros`` is False: integers and bools
+    """A real tensor with the recorded size, stride, storage offset, dtype and device
+    (zero-filled, or uninitialised floats when ``zeros`` is False: integers and bools
     are always zeros, so indices stay in range)."""
     if not isinstance(val, torch.Tensor):
         return val
@@ -30,14 +30,7 @@ def example_tensor(val, zeros: bool = True):
         extent = 0
     make = torch.zeros if zeros or not (val.dtype.is_floating_point or val.dtype.is_complex) else torch.empty
     base = make(offset + extent, dtype=val.dtype, device=val.device)
-    t = base.as_strided(tuple(val.shape), tuple(val.stride()), offset)
-    # a lazy conjugate / negation (aten._conj, _neg_view) is a view with a bit set: kernels that cannot
-    # read it materialise a copy inside their call, which is scratch, so the placeholder carries the bits
-    if val.is_conj():
-        t = t.conj()
-    if val.is_neg():
-        t = t._neg_view()
-    return t
+    return base.as_strided(tuple(val.shape), tuple(val.stride()), offset)
 
 
 def workspace_bytes(peak_above_entry: int, output_bytes: int, rounding: int = 1) -> int:

@@ -47,8 +47,9 @@ import torch.utils._pytree as pytree
 from .call_memory import measure_workspace
 from .storage import CUDA_ROUNDING
 
-__all__ = ["SCRATCH_OPS", "CUDA_SCRATCH_OPS", "CPU_LOW_PRECISION_SCRATCH_OPS", "VALUE_DEPENDENT_SCRATCH", "has_scratch", "op_signature", "op_scratch_bytes", "record_op_scratch",
-           "scratch_unknown", "scratch_key", "lower_bound_note", "bound_note", "clear_cache"]
+__all__ = ["SCRATCH_OPS", "CUDA_SCRATCH_OPS", "CPU_LOW_PRECISION_SCRATCH_OPS", "VALUE_DEPENDENT_SCRATCH",
+           "has_scratch", "op_signature", "op_scratch_bytes", "record_op_scratch", "scratch_unknown", "scratch_key",
+           "lower_bound_note", "bound_note", "clear_cache"]
 
 aten = torch.ops.aten
 
@@ -211,8 +212,7 @@ def _measure(node: fx.Node, rounding: int) -> tuple[int | None, str]:
         leaves = list(vals)
         for i, t in zip(positions, tensors):
             # lazy views (no allocation), as the real input is one
-            leaves[i] = t.conj() if bits[i] == "conj" and not t.is_conj() else \
-                t._neg_view() if bits[i] == "neg" and not t.is_neg() else t
+            leaves[i] = t.conj() if bits[i] == "conj" else t._neg_view() if bits[i] == "neg" else t
         args, kwargs = pytree.tree_unflatten(leaves, spec)
         return target(*args, **kwargs)
 
@@ -233,8 +233,6 @@ def _measure(node: fx.Node, rounding: int) -> tuple[int | None, str]:
         return None, f"not measured: {type(e).__name__}: {first}"
     if scratch is None:
         return None, "not measured: the allocator could not be observed"
-    if largest:
-        return int(scratch), f"measured once per signature at large input values ({VALUE_DEPENDENT_SCRATCH[target.overloadpacket]})"
     return int(scratch), "measured once per signature"
 
 
