@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gzip
 import json
 import os
 import queue
@@ -1205,7 +1206,7 @@ def merge(paths: list, table: str | None, out: str | None) -> int:
     file's description as it is (a merged file re-rendered gives the same section)."""
     by_device: dict = {}
     for path in paths:
-        with open(path) as f:
+        with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as f:  # large results kept gzipped
             data = json.load(f)
         device = data.get("device", "cpu")
         if device not in DEVICES:

@@ -32,9 +32,14 @@ def test_the_teaching_notebooks_exist():
             "04_backward_with_checkpointing", "05_wait_sorting"} <= names
 
 
+# The executor the notebooks' kernels get: ``eager`` in the CPU suite (fast); the GPU check
+# (benchmarks/gpu_check.py) sets TRACE_LAB_NOTEBOOK_EXECUTOR=auto, the project's way (nvFuser or Inductor).
+NOTEBOOK_EXECUTOR = os.environ.get("TRACE_LAB_NOTEBOOK_EXECUTOR", "eager")
+
+
 def execute(path: Path, workdir: Path):
     nb = nbformat.read(path, as_version=4)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), TRACE_LAB_EXECUTOR="eager", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TRACE_LAB_EXECUTOR=NOTEBOOK_EXECUTOR, PYTHONUNBUFFERED="1")
     old = dict(os.environ)
     os.environ.update(env)  # the kernel inherits this process's environment
     try:
@@ -42,6 +47,10 @@ def execute(path: Path, workdir: Path):
     finally:
         os.environ.clear()
         os.environ.update(old)
+        keep = os.environ.get("TRACE_LAB_KEEP_NOTEBOOKS")  # the GPU check keeps each executed copy
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            nbformat.write(nb, os.path.join(keep, f"executed_{path.name}"))
     return nb
 
 
@@ -195,7 +204,7 @@ def check_compile_time(nb):
     (_, k2, f2, _), (_, k8, f8, h8), (_, k8n, f8n, h8n) = rows["2-layers"], rows["8-layers"], rows["8-layers-no-cache"]
     assert 3.5 <= int(k8) / int(k2) <= 4.5 and 3.5 <= int(f8) / int(f2) <= 4.5, "four times the program"
     assert (k8, f8) == (k8n, f8n), "the cache changes compile time, not the kernels that run"
-    if os.environ.get("TRACE_LAB_EXECUTOR", "eager") == "eager":
+    if NOTEBOOK_EXECUTOR == "eager":
         assert h8 == h8n == "n/a"  # the prose: with the eager executor, cache hits n/a
     prose = _md(nb, "What to look for")
     quotes(prose, f"{k2} -> {k8} kernels and {f2} -> {f8} fused regions", f"({k8} kernels, {f8} fused regions both times)",
