@@ -4,6 +4,8 @@
     python3 dev.py lab [--headless] [--port N]   # the lab: JupyterLab on the teaching notebooks
                                                  # --headless: run every example and notebook, write reports/
     python3 dev.py test [pytest args...]         # the test suite (CPU); exit 5 (no tests) is a failure
+    python3 dev.py gpu-check [--system] [...]    # on a GPU machine: everything that must hold on CUDA, one command
+                                                 # (benchmarks/gpu_check.py; --system: this python, no .venv)
 
 Set-up: a virtual environment in .venv with torch (``TRACE_LAB_TORCH``, default
 ``torch==2.13.0``) and trace_lab installed editable with its lab and test extras.
@@ -186,11 +188,28 @@ def cmd_lab(args: list[str]) -> int:
                 str(ROOT / "notebooks" / "01_fusion_and_peak_memory.ipynb")])
 
 
+def cmd_gpu_check(args: list[str]) -> int:
+    """The GPU check (benchmarks/gpu_check.py): the GPU tests, every teaching notebook on CUDA with its prose
+    checks, every workload through every executor. ``--system`` runs it with this interpreter as it is (the GPU
+    machine's recipe, ../shared/device, sets up its packages without a download); otherwise in .venv."""
+    if "--system" in args:
+        args = [a for a in args if a != "--system"]
+        python = sys.executable
+    else:
+        ensure_env()
+        ensure_nvfuser()
+        python = str(PY)
+    return run([python, str(ROOT / "benchmarks" / "gpu_check.py"), *args])
+
+
+COMMANDS = {"lab": cmd_lab, "test": cmd_test, "gpu-check": cmd_gpu_check}
+
+
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("lab", "test"):
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
         print(__doc__)
         return 2
-    return {"lab": cmd_lab, "test": cmd_test}[sys.argv[1]](sys.argv[2:])
+    return COMMANDS[sys.argv[1]](sys.argv[2:])
 
 
 if __name__ == "__main__":

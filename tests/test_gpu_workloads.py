@@ -7,8 +7,10 @@ updated values against an eager run of a deep copy, and measures each program's 
 
 Executors: ``eager`` (regions run op by op: the model counts every value a region makes, so predicted
 and measured agree to the allocator's rounding plus op workspaces the scratch tables price), ``inductor``
-and ``nvfuser`` (a compiled region keeps its inner values in registers and may take scratch of its own,
-so measured stays within 1.5x + 1 MiB of the prediction; it is usually below). ``none`` makes no region,
+and ``nvfuser``. The model prices a compiled region's outputs, not its inner values, and Inductor's
+kernels take nothing beside them, so eager and Inductor agree within 1% + 4 KiB (on the H100 they agree to
+the byte); an nvFuser region may be split into segments whose intermediates are real tensors, so there
+measured stays within 1.5x + 1 MiB of the prediction. ``none`` makes no region,
 so it is run once, with the eager executor. nvFuser cases skip with the reason when ``nvfuser_direct``
 does not import. ``TRACE_LAB_GPU_LOG=path`` appends one JSON line per case (figures for the result file).
 """
@@ -53,9 +55,16 @@ def test_workload_on_cuda_matches_eager(name, executor, strategy):
         assert checked["grads"] > 0 and "backward" in report.programs[0]
     assert checked["outputs"] + checked["values"] > 0
     assert mem, "no memory measurement was taken"
+    if executor != "eager":
+        jfn = report.jfn
+        regions = [r for p in jfn.programs for part in p.parts for r in part.compiled.regions.values()]
+        assert regions, f"no fused region reached the {executor} executor"
+        if executor == "nvfuser":
+            fallbacks = [s["fallback"] for r in regions for s in r.details["segments"] if "fallback" in s]
+            assert not fallbacks, fallbacks
     for kind, predicted, measured in mem:
         assert measured is not None, kind
-        if executor == "eager":
-            assert abs(measured - predicted) <= 0.01 * predicted + 4096, (kind, predicted, measured)
-        else:
+        if executor == "nvfuser":  # a segment may take scratch of its own beside the region's outputs
             assert measured <= 1.5 * predicted + (1 << 20), (kind, predicted, measured)
+        else:
+            assert abs(measured - predicted) <= 0.01 * predicted + 4096, (kind, predicted, measured)

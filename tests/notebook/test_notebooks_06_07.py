@@ -18,6 +18,7 @@ import pytest
 from test_teaching_notebooks import (SIZE, UNITS, _bytes, _code, _html_text, _md, _stdout, check_executed_notebook,
                                      execute, quotes)
 
+pytestmark = pytest.mark.teaching
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -46,6 +47,7 @@ def _device(nb) -> str:
     return re.search(r"device: (\w+)", _stdout(nb.cells[1])).group(1)
 
 
+@pytest.mark.xdist_group("notebook06")
 def test_06_where_the_time_goes(executed):
     nb, size = executed("06_where_the_time_goes")
     assert size < 2_000_000, f"executed 06 is {size:,} bytes"
@@ -99,6 +101,7 @@ def test_06_where_the_time_goes(executed):
         assert "cuda_graphs: " in notes and "recording" in notes
 
 
+@pytest.mark.xdist_group("notebook07")
 def test_07_where_the_bytes_go(executed):
     nb, size = executed("07_where_the_bytes_go")
     assert size < 2_000_000, f"executed 07 is {size:,} bytes"
@@ -178,6 +181,7 @@ def test_07_where_the_bytes_go(executed):
     assert _bytes(table["dataflow", "backward"]) < _bytes(table["memory", "backward"])
 
 
+@pytest.mark.xdist_group("notebook06")
 def test_06_timeline_tabs_and_the_gpu_figures_it_cites(executed):
     """06's Timeline tabs (--profile) draw one host range per line; the H100 figures it cites are BENCHMARKS.md's."""
     nb, _ = executed("06_where_the_time_goes")

@@ -21,6 +21,7 @@ import nbformat
 import pytest
 from trace_lab.cli import execute_notebook
 
+pytestmark = pytest.mark.teaching
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"

@@ -1,0 +1,31 @@
+"""pytest plugin of the GPU check: one JSON line per finished test, written as it finishes.
+
+Loaded by benchmarks/gpu_check.py (``-p _gpu_check_plugin``). It runs in pytest's controlling process
+(pytest-xdist forwards every worker's reports there), so a run stopped by the check's time budget still
+leaves the result of every test that finished. ``TRACE_LAB_GPU_CHECK_LOG`` names the file.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+
+def _reason(report) -> str:
+    """The one line that says why: the crash message of a failure, the reason of a skip."""
+    longrepr = report.longrepr
+    if longrepr is None:
+        return ""
+    if isinstance(longrepr, tuple):  # a skip: (file, line, reason)
+        return str(longrepr[-1]).removeprefix("Skipped: ")
+    crash = getattr(longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(longrepr)
+    return " ".join(text.split())[:600]
+
+
+def pytest_runtest_logreport(report):
+    path = os.environ.get("TRACE_LAB_GPU_CHECK_LOG")
+    if not path:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
+                            "seconds": round(report.duration, 3), "reason": _reason(report)}) + "\n")

@@ -1,0 +1,213 @@
+"""The GPU check: everything that must hold on CUDA, in one command and one call of a GPU machine.
+
+    python3 dev.py gpu-check                  # in .venv (a GPU machine with the package index)
+    source .device/setup.sh && python3 dev.py gpu-check --system   # the GPU machine of ../shared/device
+
+It runs one pytest session (pytest-xdist, ``--dist loadgroup``) over
+
+* ``tests``: every test marked ``gpu`` (the nvFuser executor, CUDA graphs, host/device time, op scratch
+  on CUDA, region repros),
+* ``workloads``: every example workload through every executor (eager, Inductor, nvFuser when it imports)
+  and fusion strategy against eager PyTorch, predicted against measured peak (tests/test_gpu_workloads.py),
+* ``notebooks``: every teaching notebook executed the project's way (nbclient, executor ``auto``) on CUDA,
+  with the checks of the figures its prose quotes (tests/notebook/test_teaching_notebooks.py and
+  test_notebooks_06_07.py, marked ``teaching``),
+
+within a time budget (``--budget``, default 540 s: one call of the GPU machine is 10 minutes). It writes
+``benchmarks/results/<date>-<gpu>-<commit>-gpu-check.json`` and ``.txt``: the commit, GPU, torch, CUDA and
+nvFuser versions, and every item with pass / fail / skip, the reason and its time; the executed notebooks go
+to ``benchmarks/results/gpu-check-notebooks/`` only with ``--keep-notebooks``. Exit status: 0 when every item
+passed (an nvFuser item may skip, with its reason, where nvFuser does not import), 1 on any failure or error,
+on a run stopped by the budget, or when no test ran; 2 without a CUDA device.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+MARKERS = "gpu or teaching"
+
+
+def environment() -> dict:
+    import torch
+
+    nvfuser, why = None, None
+    try:
+        from importlib.metadata import distributions
+
+        nvfuser = next((f"{d.metadata['Name']} {d.version}" for d in distributions()
+                        if (d.metadata["Name"] or "").lower().startswith("nvfuser")), None)
+        import nvfuser_direct  # noqa: F401
+
+        nvfuser = nvfuser or f"nvfuser_direct {getattr(nvfuser_direct, '__version__', '?')}"
+    except Exception as e:  # noqa: BLE001 - recorded: the check goes on with Inductor and eager
+        nvfuser, why = None, f"{type(e).__name__}: {e}"
+    return {"commit": commit(), "date": datetime.date.today().isoformat(),
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "torch": torch.__version__, "cuda": torch.version.cuda, "nvfuser": nvfuser, "nvfuser_missing": why,
+            "python": platform.python_version(), "host_cores": os.cpu_count()}
+
+
+def commit() -> str:
+    """The checkout's commit (``TRACE_LAB_COMMIT`` where the tree was copied without .git), '+dirty' if changed."""
+    if os.environ.get("TRACE_LAB_COMMIT"):
+        return os.environ["TRACE_LAB_COMMIT"]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        marker = ROOT / ".commit"  # written beside a copied tree by whoever copied it
+        return marker.read_text().strip() if marker.exists() else "unknown"
+
+
+def group_of(nodeid: str) -> str:
+    if nodeid.startswith("tests/notebook/"):
+        return "notebooks"
+    if nodeid.startswith("tests/test_gpu_workloads.py"):
+        return "workloads"
+    return "tests"
+
+
+def collect(log: Path) -> list[dict]:
+    """One item per test from the plugin's lines: failed if any phase failed, skipped if it was skipped."""
+    items: dict[str, dict] = {}
+    if not log.exists():
+        return []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        it = items.setdefault(r["nodeid"], {"item": r["nodeid"], "group": group_of(r["nodeid"]), "status": "passed",
+                                            "reason": "", "seconds": 0.0})
+        it["seconds"] = round(it["seconds"] + r["seconds"], 2)
+        if r["outcome"] == "failed":
+            it["status"] = "failed" if r["when"] == "call" else "error"
+            it["reason"] = it["reason"] or f"{r['when']}: {r['reason']}"
+        elif r["outcome"] == "skipped" and it["status"] == "passed":
+            it["status"], it["reason"] = "skipped", r["reason"]
+    return sorted(items.values(), key=lambda i: (i["group"], i["item"]))
+
+
+def run_pytest(budget: float, workers: int, keep: Path | None, extra: list[str]) -> tuple[list[dict], dict]:
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    log = work / "results.jsonl"
+    env = dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(log), TRACE_LAB_NOTEBOOK_EXECUTOR="auto",
+               TRACE_LAB_GPU_LOG=str(work / "workloads.jsonl"), PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), str(ROOT),
+                                                         os.environ.get("PYTHONPATH")])))
+    if keep is not None:
+        env["TRACE_LAB_KEEP_NOTEBOOKS"] = str(keep)
+    cmd = [sys.executable, "-m", "pytest", "-m", MARKERS, "-p", "_gpu_check_plugin", "-p", "no:cacheprovider",
+           "-n", str(workers), "--dist", "loadgroup", "-q", "--durations=0", *extra]
+    print("[gpu-check]", " ".join(cmd[2:]), f"(budget {budget:.0f} s)", flush=True)
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    out_path = work / "pytest.txt"
+    timed_out = False
+    with open(out_path, "w") as out:
+        try:
+            stdout, _ = proc.communicate(timeout=budget)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                stdout, _ = proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                stdout, _ = proc.communicate()
+        out.write(stdout or "")
+    tail = "\n".join((stdout or "").splitlines()[-40:])
+    print(tail, flush=True)
+    workloads = [json.loads(ln) for ln in (work / "workloads.jsonl").read_text().splitlines()] \
+        if (work / "workloads.jsonl").exists() else []
+    return collect(log), {"returncode": proc.returncode, "timed_out": timed_out, "budget_s": budget,
+                          "wall_s": round(time.monotonic() - start, 1), "workers": workers, "pytest_tail": tail,
+                          "workload_figures": workloads}
+
+
+def verdict(items: list[dict], run: dict) -> tuple[bool, list[str]]:
+    why = []
+    bad = [i for i in items if i["status"] in ("failed", "error")]
+    if bad:
+        why.append(f"{len(bad)} item(s) failed")
+    if run["timed_out"]:
+        why.append(f"stopped by the time budget ({run['budget_s']:.0f} s): the items not listed did not run")
+    if not any(i["status"] == "passed" for i in items):
+        why.append("no test passed (none collected?)")
+    if run["returncode"] not in (0, 1) and not run["timed_out"] and not bad:
+        why.append(f"pytest exited {run['returncode']}")
+    return not why, why
+
+
+def slug(gpu: str | None) -> str:
+    name = (gpu or "nogpu").lower()
+    for known in ("h200", "h100", "a100", "l40s", "l4", "a10g", "b200"):
+        if known in name:
+            return known
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-")[:24]
+
+
+def write(env: dict, items: list[dict], run: dict, ok: bool, why: list[str], out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = out_dir / f"{env['date']}-{slug(env['gpu'])}-{env['commit'].replace('+', '-')}-gpu-check"
+    counts = {s: sum(1 for i in items if i["status"] == s) for s in ("passed", "failed", "error", "skipped")}
+    data = {"ok": ok, "why": why, "environment": env, "counts": counts, "run": run, "items": items}
+    base.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+    lines = [f"GPU check: {'PASSED' if ok else 'FAILED'}" + (f" ({'; '.join(why)})" if why else ""),
+             f"commit {env['commit']}  date {env['date']}  GPU {env['gpu']}  torch {env['torch']} (CUDA {env['cuda']})  "
+             f"nvFuser {env['nvfuser'] or 'not importable: ' + str(env['nvfuser_missing'])}  python {env['python']}",
+             f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, {counts['skipped']} skipped "
+             f"in {run['wall_s']} s ({run['workers']} pytest workers, budget {run['budget_s']:.0f} s)", ""]
+    for group in ("tests", "workloads", "notebooks"):
+        mine = [i for i in items if i["group"] == group]
+        lines.append(f"== {group}: {sum(i['status'] == 'passed' for i in mine)}/{len(mine)} passed, "
+                     f"{sum(i['seconds'] for i in mine):.0f} s of test time")
+        for i in mine:
+            lines.append(f"  {i['status'].upper():7s} {i['seconds']:7.1f} s  {i['item']}"
+                         + (f"\n           {i['reason']}" if i["reason"] else ""))
+        lines.append("")
+    base.with_suffix(".txt").write_text("\n".join(lines), encoding="utf-8")
+    return base
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--budget", type=float, default=540.0, help="seconds for the whole pytest run (default 540)")
+    ap.add_argument("--workers", type=int, default=None, help="pytest-xdist workers (default: cores // 2, 2 to 10)")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="where the result files go (default benchmarks/results)")
+    ap.add_argument("--keep-notebooks", action="store_true", help="keep the executed notebooks beside the results")
+    ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (e.g. -k llama to check a part)")
+    args = ap.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("[gpu-check] no CUDA device here: the GPU check runs on a machine with an NVIDIA GPU "
+              "(the CPU suite is `python3 dev.py test`)", file=sys.stderr)
+        return 2
+    env = environment()
+    print(f"[gpu-check] {env['gpu']}, torch {env['torch']}, nvFuser {env['nvfuser'] or 'not importable'}, "
+          f"commit {env['commit']}", flush=True)
+    workers = args.workers or max(2, min(10, (os.cpu_count() or 4) // 2))
+    keep = args.out / "gpu-check-notebooks" if args.keep_notebooks else None
+    items, run = run_pytest(args.budget, workers, keep, args.pytest_args)
+    ok, why = verdict(items, run)
+    base = write(env, items, run, ok, why, args.out)
+    print(f"[gpu-check] {'PASSED' if ok else 'FAILED: ' + '; '.join(why)} -> {base}.json / .txt", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
