@@ -150,7 +150,14 @@ def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None) -> LineProf
             compiled.run = run
     events = {}
     for e in prof.key_averages():
-        events[e.key] = (e.cpu_time_total, getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)))
+        # On CUDA a range appears twice under its name: the host range (its CPU time, and the device time of the
+        # kernels launched inside it) and the GPU's copy of the annotation (device_type CUDA, no CPU time). Read
+        # the host range; the GPU copy only where no host range was kept (it overwrote the host time with 0).
+        on_host = getattr(e, "device_type", torch.autograd.DeviceType.CPU) == torch.autograd.DeviceType.CPU
+        if not on_host and e.key in events:
+            continue
+        events[e.key] = (e.cpu_time_total if on_host else 0.0,
+                         getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)))
     result = LineProfile(device="cuda" if cuda else "cpu", _profiler=prof)
     labels = {line_label(part.traces[-1], i, n) for _, _, part in program_parts(jfn)
               for i, n in enumerate(part.traces[-1].ops)}
