@@ -25,8 +25,8 @@ def test_an_older_torch_fails_at_import_with_what_to_do():
     p = import_with_torch_version("2.9.1+cu128")
     assert p.returncode != 0 and "imported" not in p.stdout
     last = p.stderr.strip().splitlines()[-1]
-    assert last.startswith("trace_lab.torch_support.UnsupportedTorch: trace_lab needs torch >= 2.11, found torch 2.9.1+cu128")
-    assert "pip install 'torch>=2.11'" in last
+    assert last.startswith("trace_lab.torch_support.UnsupportedTorch: trace_lab needs torch >= 2.10, found torch 2.9.1+cu128")
+    assert "pip install 'torch>=2.10'" in last
 
 
 def test_a_newer_torch_imports_with_a_warning():
@@ -36,7 +36,7 @@ def test_a_newer_torch_imports_with_a_warning():
 
 
 def test_the_oldest_and_newest_tested_releases_import_quietly():
-    for version in ("2.11.0+cu130", "2.13.0+cpu", "2.15.0+cu132"):
+    for version in ("2.10.0+cu128", "2.11.0+cu130", "2.13.0+cpu", "2.15.0+cu132"):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             torch_support.check_torch(version)
