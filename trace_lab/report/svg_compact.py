@@ -23,7 +23,8 @@ import re
 
 __all__ = ["compact_svg"]
 
-_NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")
+# a decimal number as SVG writes it: "120", "120.25", "-.5", "1.5e+02", "3E-4"
+_NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _GEOMETRY = re.compile(r'(\s(?:x|y|x1|y1|x2|y2|cx|cy|rx|ry|r|width|height|points|viewBox)=")([^"]*)"')
 _PATH = re.compile(r'(\sd=")([^"]*)"')
 _TRANSLATE = re.compile(r"translate\(([^)]*)\)")
@@ -31,7 +32,9 @@ _TRANSLATE = re.compile(r"translate\(([^)]*)\)")
 
 def _rounder(decimals: int):
     def num(m) -> str:
-        s = f"{float(m.group(0)):.{decimals}f}".rstrip("0").rstrip(".")
+        s = f"{float(m.group(0)):.{decimals}f}"
+        if "." in s:  # only a fraction's trailing zeros go: 120 stays 120 (decimals=0 made it 12)
+            s = s.rstrip("0").rstrip(".")
         return "0" if s in ("-0", "") else s
 
     return lambda text: _NUMBER.sub(num, text)
