@@ -250,7 +250,9 @@ def ensure_system_packages() -> None:
 
 
 def run(cmd: list[str], **kw) -> int:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
+    # the checkout first, then what the caller had on PYTHONPATH (the GPU machine's recipe puts nvFuser there)
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
     return subprocess.run(cmd, cwd=ROOT, env=env, **kw).returncode
 
 

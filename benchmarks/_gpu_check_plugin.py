@@ -22,10 +22,20 @@ def _reason(report) -> str:
     return " ".join(text.split())[:600]
 
 
-def pytest_runtest_logreport(report):
+def _write(line: dict) -> None:
     path = os.environ.get("TRACE_LAB_GPU_CHECK_LOG")
-    if not path:
-        return
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps({"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
-                            "seconds": round(report.duration, 3), "reason": _reason(report)}) + "\n")
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+def pytest_collectreport(report):
+    """A test module that does not import is a failure of the check, not a test that never existed."""
+    if report.failed:
+        _write({"nodeid": report.nodeid, "when": "collect", "outcome": "failed", "seconds": 0.0,
+                "reason": _reason(report)})
+
+
+def pytest_runtest_logreport(report):
+    _write({"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
+            "seconds": round(report.duration, 3), "reason": _reason(report)})
