@@ -42,16 +42,20 @@ def predict(fn, *args, **kwargs):
 
 
 def saved_for_backward(jfn):
-    """The tensors the forward that ran last keeps for its backward: name, shape, dtype, bytes, op, source
-    line, who holds it, whether it is cheap to recompute (:mod:`trace_lab.analysis.saved`); ``str()`` is a
-    table. Call it after a forward and backward of ``jfn``."""
-    from .analysis.saved import saved_for_backward as _saved
+    """The tensors each forward keeps for its own backward: name, shape, dtype, bytes, op, source line, who
+    holds it, whether it is cheap to recompute (:mod:`trace_lab.analysis.saved`); ``str()`` is a table. Call
+    it after a forward and backward of ``jfn``. After a graph break every program whose backward ran is
+    listed, each row with its ``program`` index."""
+    from .analysis.saved import saved_for_programs
+    from .capture.session import program_parts
 
-    forward, backward = last_traces(jfn), last_backward_traces(jfn)
-    if not forward or not backward:
+    last_traces(jfn)  # checks jfn, says why when nothing ran
+    pairs = [(p.index, p.forward.traces[-1], part.traces[-1]) for _, p, part in program_parts(jfn)
+             if part.kind == "backward" and p.forward is not None and p.forward.traces]
+    if not pairs:
         raise TraceLabError("saved_for_backward: run a forward and its backward through the jitted function first "
                             "(nothing is saved for a backward that has not been compiled)")
-    return _saved(forward[-1], backward[-1])
+    return saved_for_programs(pairs)
 
 
 def diff(a, b, kind: str = "forward"):

@@ -18,6 +18,10 @@ the backward (tagged pointwise, or a view / layout op, and not random); matmuls,
 convolutions, attention and reductions are not. AOTAutograd's min-cut partitioner weighs
 exactly this when it chooses what to save; ``activation_checkpointing`` moves values from
 this table into recomputation.
+
+A graph break makes one program per segment, each forward saving for its own backward (which runs in
+reverse order): :func:`saved_for_programs` pairs each forward with its own backward and tags each row
+with its ``program`` index (the table gets a ``program`` column when there are several).
 """
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from ..ir.fx_util import tensor_values
 from .handover import storage_root
 from .storage import CUDA_ROUNDING, round_up
 
-__all__ = ["SavedTensor", "SavedForBackward", "saved_for_backward", "format_saved"]
+__all__ = ["SavedTensor", "SavedForBackward", "saved_for_backward", "saved_for_programs", "format_saved"]
 
 _LAYOUT = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "squeeze", "unsqueeze",
            "slice", "select", "alias", "clone", "_to_copy", "split", "split_with_sizes", "cat", "unbind"}
@@ -46,6 +50,7 @@ class SavedTensor:
     op: str
     source: str | None
     recomputable: bool
+    program: int = 0  # the program (graph-break segment) whose forward keeps it
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -72,8 +77,10 @@ class SavedForBackward(list):
         return format_saved(self)
 
 
-def saved_for_backward(forward_trace, backward_trace, rounding: int | None = None) -> SavedForBackward:
-    """The values ``forward_trace`` returns for ``backward_trace``, largest activations first."""
+def saved_for_backward(forward_trace, backward_trace, rounding: int | None = None,
+                       program: int = 0) -> SavedForBackward:
+    """The values ``forward_trace`` returns for ``backward_trace`` (the backward of the same program),
+    largest activations first; ``program`` is the index the rows carry."""
     from ..ir.printer import source_line, target_name
 
     bw_inputs = backward_trace.inputs
@@ -98,8 +105,18 @@ def saved_for_backward(forward_trace, backward_trace, rounding: int | None = Non
         producer = root if held == "activation" else o
         rows.append(SavedTensor(forward_trace.name(o), tuple(val.shape), str(val.dtype).replace("torch.", ""), size,
                                 held, target_name(producer.target) if producer.op == "call_function" else producer.op,
-                                source_line(producer), _recomputable(producer)))
+                                source_line(producer), _recomputable(producer), program))
     rows.sort(key=lambda r: (r.held_by != "activation", -r.bytes))
+    return SavedForBackward(rows)
+
+
+def saved_for_programs(pairs, rounding: int | None = None) -> SavedForBackward:
+    """The rows of several programs, ``pairs`` = [(program index, forward trace, that program's backward
+    trace)]: by program, then largest activations first. Pairing the last forward to run with the last
+    backward to run is wrong after a graph break (the backwards run in reverse order)."""
+    rows: list[SavedTensor] = []
+    for index, forward_trace, backward_trace in pairs:
+        rows += saved_for_backward(forward_trace, backward_trace, rounding, program=index)
     return SavedForBackward(rows)
 
 
@@ -110,9 +127,17 @@ def format_saved(rows: list[SavedTensor]) -> str:
     head = ("name", "shape", "dtype", "bytes", "held by", "recomputable", "op", "source")
     body = [(r.name, str(list(r.shape)), r.dtype, format_bytes(r.bytes) if r.held_by == "activation" else "-",
              r.held_by, "yes" if r.recomputable else "no", r.op, r.source or "") for r in rows]
+    programs = sorted({r.program for r in rows})
+    if len(programs) > 1:  # a graph break: say whose each row is (names repeat across programs)
+        head = ("program",) + head
+        body = [(str(r.program),) + b for r, b in zip(rows, body)]
     widths = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(x, widths)).rstrip() for x in [head] + body]
     total = sum(r.bytes for r in rows if r.held_by == "activation")
     lines.append(f"saved activations: {format_bytes(total)} in {sum(r.held_by == 'activation' for r in rows)} "
                  f"tensors (inputs the caller holds anyway: {sum(r.held_by == 'input' for r in rows)})")
+    if len(programs) > 1:
+        lines.append(f"{len(programs)} programs (a graph break): " + "; ".join(
+            f"program {p}: {format_bytes(sum(r.bytes for r in rows if r.program == p and r.held_by == 'activation'))}"
+            for p in programs) + " of activations, all alive together once every forward has run")
     return "\n".join(lines)
