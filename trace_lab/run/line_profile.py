@@ -4,7 +4,8 @@
 its backward when an output requires grad) under ``torch.profiler``, with every
 compiled program swapped for its instrumented twin (:meth:`GeneratedProgram.instrumented`:
 the same generated code with each line inside a ``record_function`` range named
-``'<kind> L<index> <value> = <op>'``). Per line it reads the host time of the range (the
+``'<kind> #<program> L<index> <value> = <op>'``: the program index keeps the identical lines of two
+programs of a graph break apart, which the profiler, summing ranges by name, added together). Per line it reads the host time of the range (the
 Python and dispatch time of launching the line's op or region) and, on CUDA, the device
 time of the kernels launched inside it; per source line of the user's code it sums them.
 The programs' fast ``run`` is put back afterwards. A function compiled with
@@ -15,6 +16,11 @@ the call on the host lane and its kernels on the device lane (the gaps CUDA grap
 whose host lane carries the line ranges and whose device lane the kernels; ``spans`` keeps the
 same two lanes as plain data (the Timeline view draws them: a host-bound call shows gaps on the
 device lane).
+
+The lines do not cover the whole call: Dynamo's guards, AOTAutograd's wrappers, the autograd engine and
+the profiler's own ranges run between them. ``coverage`` is the lines' host time over the profiled call's
+(``call_us``); below :data:`LOW_COVERAGE` the profile says so in ``note`` (on a program of 1-2 ms the
+lines were about half of the call).
 """
 from __future__ import annotations
 
@@ -42,6 +48,7 @@ class LineTime:
 
 CALL_LABEL = "trace_lab call"  # the profiled call's own range (the host lane of a replayed CUDA graph)
 MAX_SPANS = 4000  # per lane kept for the Timeline view (a long program's call is cut, and says so)
+LOW_COVERAGE = 0.8  # lines' host time / the call's below this: the note says how much of the call they are
 
 
 @dataclass
@@ -53,7 +60,9 @@ class LineProfile:
     # ("device", kernel name, start us, duration us) for every kernel; times from the call's first event
     spans: list = field(default_factory=list)
     spans_cut: int = 0  # spans left out past MAX_SPANS per lane
-    note: str = ""  # why the lines are not timed (a replayed CUDA graph)
+    note: str = ""  # why the lines are not timed (a replayed CUDA graph), or that they are a small part of the call
+    call_us: float = 0.0  # the profiled call's host time (forward and backward, everything around the lines)
+    coverage: float | None = None  # the lines' host time / call_us
 
     def by_source(self) -> list[tuple[str, float, float]]:
         """(source line, host us, device us) summed over the trace lines it produced, largest host first."""
@@ -70,12 +79,17 @@ class LineProfile:
 
     def to_dict(self) -> dict:
         return {"device": self.device, "lines": [asdict(ln) for ln in self.lines],
-                "spans": [list(sp) for sp in self.spans], "spans_cut": self.spans_cut, "note": self.note}
+                "spans": [list(sp) for sp in self.spans], "spans_cut": self.spans_cut, "note": self.note,
+                "call_us": self.call_us, "coverage": self.coverage}
 
     def __str__(self) -> str:
         rows = sorted(self.lines, key=lambda ln: -(ln.device_us or ln.host_us))[:20]
         out = [f"time per trace line ({self.device}; host = launching it, device = its kernels), largest first:"]
-        out += [f"  {ln.host_us:9.1f} us host  {ln.device_us:9.1f} us device  #{ln.program} {ln.label}" for ln in rows]
+        if self.note:
+            out.insert(0, f"note: {self.note}")
+        elif self.coverage is not None:
+            out.append(f"  (the lines are {100 * self.coverage:.0f}% of the call's {self.call_us:,.1f} us on the host)")
+        out += [f"  {ln.host_us:9.1f} us host  {ln.device_us:9.1f} us device  {ln.label}" for ln in rows]
         out.append("per source line:")
         out += [f"  {h:9.1f} us host  {d:9.1f} us device  {src}" for src, h, d in self.by_source()[:10]]
         return "\n".join(out)
@@ -131,12 +145,12 @@ def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None) -> LineProf
         raise TraceLabError("profile_lines: the function ran no tensor program to profile")
     swapped = []
     graphs = any(getattr(getattr(part, "compiled", None), "graphs", None) is not None for part in parts)
-    for part in parts:
+    for _, program, part in program_parts(jfn):
         compiled = getattr(part, "compiled", None)
         generated = getattr(compiled, "generated", None)
         if generated is not None and not graphs:
             swapped.append((compiled, compiled.run))
-            compiled.run = generated.instrumented()
+            compiled.run = generated.instrumented(program.index)
     cuda = any(part.traces[-1].device.type == "cuda" for part in parts)
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     try:
@@ -159,7 +173,7 @@ def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None) -> LineProf
         events[e.key] = (e.cpu_time_total if on_host else 0.0,
                          getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)))
     result = LineProfile(device="cuda" if cuda else "cpu", _profiler=prof)
-    labels = {line_label(part.traces[-1], i, n) for _, _, part in program_parts(jfn)
+    labels = {line_label(part.traces[-1], i, n, program.index) for _, program, part in program_parts(jfn)
               for i, n in enumerate(part.traces[-1].ops)}
     result.spans, result.spans_cut = _spans(prof, labels if not graphs else {CALL_LABEL})
     if graphs:  # a replayed graph has no lines: the call on the host lane, its kernels on the device lane
@@ -169,9 +183,17 @@ def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None) -> LineProf
     for _, program, part in program_parts(jfn):
         trace = part.traces[-1]
         for index, node in enumerate(trace.ops):
-            label = line_label(trace, index, node)
+            label = line_label(trace, index, node, program.index)
             if label in events:
                 host, device = events[label]
                 result.lines.append(LineTime(program.index, trace.kind, index, label, _source(trace, node),
                                              float(host), float(device)))
+    result.call_us = float(events.get(CALL_LABEL, (0.0, 0.0))[0])
+    if result.call_us > 0 and result.lines:
+        result.coverage = sum(ln.host_us for ln in result.lines) / result.call_us
+        if result.coverage < LOW_COVERAGE:
+            result.note = (f"the lines' host time is {100 * result.coverage:.0f}% of the profiled call "
+                           f"({result.call_us / 1e3:,.3f} ms): the rest runs between them (Dynamo's guards, "
+                           "AOTAutograd's wrappers, the autograd engine, the profiler's own ranges); a short "
+                           "program's lines are a small part of its call")
     return result

@@ -56,30 +56,33 @@ _counter = [0]
 class GeneratedProgram:
     """A trace compiled to Python: ``run(args)`` (boxed) and the source it runs.
 
-    ``instrumented()`` builds (once, on request) the same program with every line inside a
-    ``torch.profiler.record_function`` range named by :func:`line_label`, for per-line time
-    (:mod:`trace_lab.run.line_profile`); the fast ``run`` never pays for it."""
+    ``instrumented(program)`` builds (once per program index, on request) the same program with every line
+    inside a ``torch.profiler.record_function`` range named by :func:`line_label` with that index, for
+    per-line time (:mod:`trace_lab.run.line_profile`); the fast ``run`` never pays for it."""
 
     run: object
     source: str
     function_name: str
     build_instrumented: object = None
 
-    def instrumented(self):
+    def instrumented(self, program: int | None = None):
         if self.build_instrumented is None:
             return self.run
-        cached = self.__dict__.get("_instrumented")
-        if cached is None:
-            cached = self.__dict__["_instrumented"] = self.build_instrumented()
-        return cached
+        cached = self.__dict__.setdefault("_instrumented", {})
+        if program not in cached:
+            cached[program] = self.build_instrumented(program)
+        return cached[program]
 
 
-def line_label(trace: Trace, index: int, node: fx.Node) -> str:
-    """The name of line ``index`` of ``trace`` in a profile: '<kind> L<index> <value> = <op>'."""
+def line_label(trace: Trace, index: int, node: fx.Node, program: int | None = None) -> str:
+    """The name of line ``index`` of ``trace`` in a profile: '<kind> #<program> L<index> <value> = <op>'
+    (without ``program``: '<kind> L<index> ...'). The program index keeps two programs' identical lines
+    (a graph break) apart: the profiler sums ranges by name."""
     from ..ir.printer import target_name
 
     what = str(node.target) if node.op == "call_module" else target_name(node.target)
-    return f"{trace.kind} L{index} {trace.name(node)} = {what}"
+    part = trace.kind if program is None else f"{trace.kind} #{program}"
+    return f"{part} L{index} {trace.name(node)} = {what}"
 
 
 def _fma(a, b, c):
@@ -172,7 +175,7 @@ def _attr(gm, target: str):
 
 
 def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
-          materialized_regions: bool, instrument: bool = False) -> list[str]:
+          materialized_regions: bool, instrument: bool = False, program: int | None = None) -> list[str]:
     """The op lines (with their ``del`` lines) of one function body; ``instrument``: each line (and its
     ``del``) inside a ``record_function`` range named by :func:`line_label`."""
     live = trace.liveness(materialized_regions=materialized_regions)
@@ -213,7 +216,7 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
         if gone:
             lines.append(f"del {', '.join(gone)}")
         if instrument:
-            label = em.bind(line_label(trace, index, n), "l")
+            label = em.bind(line_label(trace, index, n, program), "l")
             lines[start:] = [f"with _g_range({label}):"] + [f"    {ln}" for ln in lines[start:]]
     return lines
 
@@ -238,7 +241,8 @@ def compile_function(em: Emitter, fn_name: str, params: str, body: list[str], wh
 
 
 def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
-             materialized_regions: bool = True, instrument: bool = False) -> GeneratedProgram:
+             materialized_regions: bool = True, instrument: bool = False,
+             program: int | None = None) -> GeneratedProgram:
     """Compile ``trace`` to ``run(args) -> tuple`` (boxed: a list of inputs).
 
     ``region_runner(node) -> callable(*inputs)`` gives each fused region's callable (a
@@ -246,7 +250,8 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
     without one, regions run as generated code themselves, op by op.
     ``views_as_reshape``: ``aten.view`` runs as ``aten.reshape`` (executors whose regions may
     lay a value out otherwise than eager). ``materialized_regions`` picks the liveness mode
-    whose frees the code follows.
+    whose frees the code follows. ``instrument``: each line in a profiler range (:func:`line_label`, with
+    ``program``'s index).
     """
     em = Emitter(trace.name, trace.gm)
     params = [em.local(p) for p in trace.inputs]
@@ -260,7 +265,7 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
         em.globals["_g_hook"] = current_hook
         em.globals["_g_trace"] = trace
         body += ["_h = _g_hook()", "if _h is not None:", "    _h.enter(_g_trace)"]
-    body += _body(em, trace, region_runner, views_as_reshape, materialized_regions, instrument)
+    body += _body(em, trace, region_runner, views_as_reshape, materialized_regions, instrument, program)
     out = _output(em, trace)
     if waits:
         body += ["if _h is not None:", "    _h.exit(_g_trace)"]
@@ -271,8 +276,9 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
     if instrument:
         return GeneratedProgram(fn, src, fn_name)
 
-    def build_instrumented():
-        return generate(trace, region_runner, views_as_reshape, materialized_regions, instrument=True).run
+    def build_instrumented(program=None):
+        return generate(trace, region_runner, views_as_reshape, materialized_regions, instrument=True,
+                        program=program).run
 
     return GeneratedProgram(fn, src, fn_name, build_instrumented)
 
