@@ -19,12 +19,15 @@ def _reason(report) -> str:
         return str(longrepr[-1]).removeprefix("Skipped: ")
     crash = getattr(longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(longrepr)
-    return " ".join(text.split())[:600]
+    where = f" (at {os.path.relpath(crash.path)}:{crash.lineno})" if crash is not None and crash.path else ""
+    return " ".join(text.split())[:600] + where
 
 
 def _write(line: dict) -> None:
     path = os.environ.get("TRACE_LAB_GPU_CHECK_LOG")
-    if path:
+    # -p loads this plugin in the xdist workers too; only the controlling process (which gets every worker's
+    # reports) writes, or each line would be there twice
+    if path and not os.environ.get("PYTEST_XDIST_WORKER"):
         with open(path, "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
 

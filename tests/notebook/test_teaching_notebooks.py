@@ -40,8 +40,8 @@ NOTEBOOK_EXECUTOR = os.environ.get("TRACE_LAB_NOTEBOOK_EXECUTOR", "eager")
 def execute(path: Path, workdir: Path):
     nb = nbformat.read(path, as_version=4)
     # the checkout first, then the caller's PYTHONPATH (on the GPU machine it carries ipykernel and nvFuser)
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path, TRACE_LAB_EXECUTOR=NOTEBOOK_EXECUTOR, PYTHONUNBUFFERED="1")
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=pythonpath, TRACE_LAB_EXECUTOR=NOTEBOOK_EXECUTOR, PYTHONUNBUFFERED="1")
     old = dict(os.environ)
     os.environ.update(env)  # the kernel inherits this process's environment
     try:
