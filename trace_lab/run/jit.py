@@ -34,6 +34,7 @@ from ..errors import TraceLabError, dynamo_break_counts, dynamo_breaks_since, ex
 from ..executors import get_executor, resolve_executor
 from ..options import FUSION_STRATEGIES, Options, check_names, with_signature
 from ..passes import PassContext, run_pipeline
+from ..torch_support import release
 from ..ir.trace import Trace, node_device
 
 __all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES",
@@ -232,7 +233,18 @@ class JitFunction:
         # the compiled function runs this backward from within Dynamo's frame hook.
         run = torch._dynamo.disable(run)
         run._boxed_call = True
-        return run
+        return _without_disable_marks(run) if release(torch.__version__) < (2, 11) else run
+
+
+def _without_disable_marks(run):
+    """torch 2.10: AOTAutograd's unboxed wrapper of an inference program copies the program's attributes
+    (functools.wraps), Dynamo's disable marks included; Dynamo then disables that wrapper, ``disable`` unwraps it
+    to the marked original, and calls that with the unboxed arguments. A plain function carries no marks."""
+    def boxed(args):
+        return run(args)
+
+    boxed._boxed_call = True
+    return boxed
 
 
 def resolve_fusion(name: str, device: torch.device) -> tuple[str, str]:
