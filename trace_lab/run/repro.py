@@ -8,13 +8,19 @@ file that runs with nothing but torch installed:
   function of its own (the lab's ``fusionK`` submodules, printed the same way);
 * ``make_inputs()``: inputs of the recorded shapes, strides, dtypes and devices (floating
   values random from a fixed seed, integer and bool values zero so that index inputs stay
-  in range);
+  in range); a floating input that an op with a restricted domain reads (through views and
+  fused regions) is drawn inside it, as the recorded values were: ``sqrt``, ``log``, ``rsqrt``,
+  a fractional ``pow`` get non-negative values, ``asin`` / ``atanh`` values in (-1, 1), ``acosh``
+  values >= 1 (``randn`` there made NaNs that no run of the program saw);
 * a ``__main__`` that runs the function eagerly and through the executor
   (``"inductor"``: ``torch.compile(fn, backend="inductor", fullgraph=True)``; ``"eager"``:
   the function itself; ``"nvfuser"``, for one region the nvFuser executor compiled as one
   segment: its ``FusionDefinition`` as nvFuser prints it, executed as trace_lab calls it) and
-  compares the two with ``torch.testing.assert_close``, printing ``repro: matches eager`` or
-  raising with the difference.
+  compares the two as the lab's own eager check does (:mod:`trace_lab.run.compare`: the largest
+  error within the dtype's tolerance of the largest expected magnitude plus an absolute floor,
+  NaN and infinities in the same places, integers exactly; the constants are written into the
+  file), printing ``repro: matches eager`` or raising with the difference. ``assert_close``'s
+  elementwise defaults called float32 rounding of a reordered reduction a difference.
 
 What cannot be written as text is refused with the reason: ops with no torch name (a
 Python callable captured in the graph) and tensor constants of the graph (``get_attr``).
@@ -29,9 +35,112 @@ from ..errors import TraceLabError
 from ..ir.printer import format_trace, target_name
 from ..ir.trace import Trace
 
-__all__ = ["export_repro", "repro_source", "nvfuser_call_text"]
+__all__ = ["export_repro", "repro_source", "nvfuser_call_text", "input_domains"]
 
 EXECUTORS = ("inductor", "eager", "nvfuser")
+
+# ops whose first argument has a restricted domain (outside it they return NaN): (low, high), None = unbounded
+_DOMAIN = {"sqrt": (0.0, None), "rsqrt": (0.0, None), "log": (0.0, None), "log2": (0.0, None),
+           "log10": (0.0, None), "log1p": (0.0, None), "asin": (-1.0, 1.0), "acos": (-1.0, 1.0),
+           "atanh": (-1.0, 1.0), "erfinv": (-1.0, 1.0), "acosh": (1.0, None)}
+# ops that hand their first argument's values on unchanged (a domain of the result is one of the input)
+_SAME_VALUES = {"view", "_unsafe_view", "reshape", "permute", "transpose", "t", "expand", "squeeze", "unsqueeze",
+                "slice", "select", "alias", "clone", "_to_copy", "contiguous", "as_strided", "unfold", "flatten",
+                "detach", "lift_fresh_copy"}
+
+
+def _domain_of_use(user, arg_pos: int) -> tuple | None:
+    """The domain ``user`` needs of its argument ``arg_pos`` (None: any value)."""
+    if user.op != "call_function" or not isinstance(user.target, torch._ops.OpOverload) or arg_pos != 0:
+        return None
+    name = user.target.overloadpacket.__name__
+    if name in _DOMAIN:
+        return _DOMAIN[name]
+    if name == "pow":  # a fractional power of a negative base is NaN
+        exponent = user.args[1] if len(user.args) > 1 else None
+        if isinstance(exponent, (int, bool)) or (isinstance(exponent, float) and exponent.is_integer()):
+            return None
+        return (0.0, None)
+    return None
+
+
+def _meet(a: tuple | None, b: tuple | None) -> tuple | None:
+    if a is None or b is None:
+        return a if b is None else b
+    low = max(x for x in (a[0], b[0]) if x is not None) if a[0] is not None or b[0] is not None else None
+    highs = [x for x in (a[1], b[1]) if x is not None]
+    return (low, min(highs) if highs else None)
+
+
+def _domain(node, gm, depth: int = 0) -> tuple | None:
+    """What every reader of ``node`` (through value-preserving views and into fused regions) allows."""
+    if depth > 50:
+        return None
+    found = None
+    for user in node.users:
+        for pos, a in enumerate(user.args):
+            if a is not node:
+                continue
+            if user.op == "call_module":  # a fused region: its placeholder number ``pos``
+                sub = gm.get_submodule(user.target)
+                inner = [n for n in sub.graph.nodes if n.op == "placeholder"]
+                if pos < len(inner):
+                    found = _meet(found, _domain(inner[pos], sub, depth + 1))
+                continue
+            found = _meet(found, _domain_of_use(user, pos))
+            if (pos == 0 and user.op == "call_function" and isinstance(user.target, torch._ops.OpOverload)
+                    and user.target.overloadpacket.__name__ in _SAME_VALUES):
+                found = _meet(found, _domain(user, gm, depth + 1))
+    return found
+
+
+def input_domains(trace: Trace) -> list[tuple | None]:
+    """Per input of ``trace``: the (low, high) its values must lie in for the program's ops (None: any)."""
+    return [_domain(n, trace.gm) for n in trace.inputs]
+
+
+def _check_text() -> list[str]:
+    """The comparison of the lab's eager check (:mod:`.compare`), as text for the repro file."""
+    from .compare import ABSOLUTE_FLOOR, TOLERANCES
+
+    def table(d):
+        return "{" + ", ".join(f"{k}: {v!r}" for k, v in d.items()) + "}"
+
+    return [
+        "# trace_lab's eager check (trace_lab/run/compare.py): per dtype, the largest error may be the tolerance",
+        "# times the largest expected magnitude plus an absolute floor; NaN and inf in the same places",
+        f"TOLERANCES = {table(TOLERANCES)}",
+        f"ABSOLUTE_FLOOR = {table(ABSOLUTE_FLOOR)}",
+        "",
+        "",
+        "def check(got, expected):",
+        "    got = list(got) if isinstance(got, (list, tuple)) else [got]",
+        "    expected = list(expected) if isinstance(expected, (list, tuple)) else [expected]",
+        "    assert len(got) == len(expected), f'{len(got)} outputs, eager has {len(expected)}'",
+        "    for i, (a, b) in enumerate(zip(got, expected)):",
+        "        if not isinstance(b, torch.Tensor):",
+        "            assert a == b, f'output {i}: {a!r} != {b!r}'",
+        "            continue",
+        "        same = a.shape == b.shape and a.dtype == b.dtype",
+        "        assert same, f'output {i}: {tuple(a.shape)}/{a.dtype} vs eager {tuple(b.shape)}/{b.dtype}'",
+        "        a, b = a.detach().cpu(), b.detach().cpu()",
+        "        if not (b.is_floating_point() or b.is_complex()):",
+        "            assert torch.equal(a, b), f'output {i}: integer/bool values differ'",
+        "            continue",
+        "        dtype, wide = b.dtype, (torch.complex128 if b.is_complex() else torch.float64)",
+        "        a, b = a.to(wide), b.to(wide)",
+        "        assert torch.equal(a.isnan(), b.isnan()), f'output {i}: NaN in different places'",
+        "        inf = b.isinf()",
+        "        assert torch.equal(a.isinf(), inf) and torch.equal(a[inf], b[inf]), f'output {i}: inf in different places'",
+        "        finite = ~(b.isnan() | inf)",
+        "        if not bool(finite.any()):",
+        "            continue",
+        "        err = float((a[finite] - b[finite]).abs().max())",
+        "        ref = float(b[finite].abs().max())",
+        "        tol, floor = TOLERANCES.get(dtype, 1e-4), ABSOLUTE_FLOOR.get(dtype, 1e-5)",
+        "        bad = f'output {i}: max |diff| {err:.3g} > {floor:.0e} + {tol:.0e} x max |expected| {ref:.3g}'",
+        "        assert err <= floor + tol * ref, bad",
+    ]
 
 
 def _function_text(trace: Trace, name: str) -> str:
@@ -50,11 +159,12 @@ def _refuse_unwritable(trace: Trace, what: str) -> None:
             raise TraceLabError(f"export_repro: {what} calls {n.target!r}, which has no torch name to write")
 
 
-def _input_line(val) -> str:
+def _input_line(val, domain: tuple | None = None) -> str:
     if not isinstance(val, torch.Tensor):
         return repr(val)
+    within = "" if domain is None or not (val.is_floating_point()) else f", {domain[0]!r}, {domain[1]!r}"
     return (f"_tensor({tuple(val.shape)!r}, {tuple(val.stride())!r}, {val.storage_offset()}, {val.dtype}, "
-            f"{str(val.device)!r})")
+            f"{str(val.device)!r}{within})")
 
 
 def repro_source(trace: Trace, region: str | None = None, executor: str = "inductor", nvfuser: str | None = None) -> str:
@@ -70,6 +180,7 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
         sub = Trace(trace.gm.get_submodule(region), "inference")
         _refuse_unwritable(sub, f"region {region}")
         defs, entry, inputs = [_function_text(sub, region)], region, sub.inputs
+        domains = input_domains(sub)
         title = f"region {region} of the {trace.kind} program, stage '{trace.stage}'"
     else:
         _refuse_unwritable(trace, f"the {trace.kind} program")
@@ -81,6 +192,7 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
         entry = trace.kind_function_name
         defs.append(_function_text(trace, entry))
         inputs = trace.inputs
+        domains = input_domains(trace)
         title = f"the {trace.kind} program, stage '{trace.stage}'"
     vals = [n.meta.get("val") for n in inputs]
     run = (f"torch.compile({entry}, backend=\"inductor\", fullgraph=True)" if executor == "inductor" else entry)
@@ -96,6 +208,9 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
         f'"""trace_lab repro: {title}, run eagerly and through {executor}.',
         "",
         "    python this_file.py     # prints 'repro: matches eager' or raises with the difference",
+        "",
+        "Inputs: random, drawn inside the domain of the ops that read them (sqrt, log: >= 0); compared as",
+        "trace_lab compares a compiled run with eager (check below).",
         '"""',
         "import operator",
         "",
@@ -104,17 +219,25 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
         "aten = torch.ops.aten",
         "",
         "",
-        "def _tensor(shape, stride, offset, dtype, device):",
+        "def _tensor(shape, stride, offset, dtype, device, low=None, high=None):",
         "    t = torch.empty_strided(shape, stride, dtype=dtype, device=device)",
         "    if dtype.is_floating_point or dtype.is_complex:",
-        "        return t.copy_(torch.randn(t.shape, dtype=dtype, device=device))",
+        "        v = torch.randn(t.shape, dtype=dtype, device=device)",
+        "        if low is not None and high is not None:  # inside (low, high), away from its ends",
+        "            v = low + (high - low) * (0.05 + 0.9 * torch.rand(t.shape, dtype=dtype, device=device))",
+        "        elif low is not None:  # at or above low (sqrt, log: >= 0)",
+        "            v = low + v.abs()",
+        "        return t.copy_(v)",
         "    return t.zero_()  # integer / bool inputs: zeros keep index inputs in range",
+        "",
+        "",
+        *_check_text(),
         "",
         "",
         *[d.rstrip() + "\n\n" for d in defs],
         "def make_inputs():",
         "    torch.manual_seed(0)",
-        "    return [" + ", ".join(_input_line(v) for v in vals) + "]",
+        "    return [" + ", ".join(_input_line(v, d) for v, d in zip(vals, domains)) + "]",
         "",
         "",
         'if __name__ == "__main__":',
@@ -126,7 +249,7 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
         "    inputs = make_inputs()",
         f"    expected = {entry}(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs])",
         f"    got = {run}(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs])",
-        "    torch.testing.assert_close(got, expected)",
+        "    check(got, expected)",
         "    print('repro: matches eager')",
     ]
     return "\n".join(lines) + "\n"
