@@ -84,7 +84,7 @@ def test_06_where_the_time_goes(executed):
                                                         "`x = torch.sin(x) * 1.01 + 0.1`")
     # the Chrome trace holds one range per line, named as in the trace
     chrome = _stdout(_code(nb, "export_chrome_trace("))
-    assert re.search(r": \d+ events, 120 of them trace-line ranges, e\.g\. 'inference L0 t0 = aten\.sin\.default'", chrome)
+    assert re.search(r": \d+ events, 120 of them trace-line ranges, e\.g\. 'inference #0 L0 t0 = aten\.sin\.default'", chrome)
     quotes(_md(nb, "## The Chrome / Perfetto trace"), "(120 of them for `tiny_chain`, each named as in the trace)")
     # fusion: 120 lines -> 1 region holding the 120 ops, profiled as 1 line
     fusion = _stdout(_code(nb, 'for fusion in ("none", "dataflow")'))
@@ -178,8 +178,9 @@ def test_07_where_the_bytes_go(executed):
     assert small == fw_peak and abs(_bytes(pm["forward"][0]) / _bytes(small) - float(ratio)) <= 0.01  # from rounded figures
     quotes(_md(nb, "The prediction made without allocating"), f"{pm['forward'][0]} for the forward and {pm['backward'][0]} "
            "for the backward at batch 32", f"gives {ratio}x the forward's peak ({pm['forward'][0]} against {small} at batch 8)",
-           f"`dataflow`'s backward peak ({table['dataflow', 'backward']}) is below `memory`'s ({table['memory', 'backward']})")
-    assert _bytes(table["dataflow", "backward"]) < _bytes(table["memory", "backward"])
+           f"its backward peak ({table['memory', 'backward']}) is not above `dataflow`'s ({table['dataflow', 'backward']})")
+    # priced for compiled regions, the memory strategy (which plans for them) is never above dataflow
+    assert _bytes(table["memory", "backward"]) <= _bytes(table["dataflow", "backward"])
 
 
 @pytest.mark.xdist_group("notebook06")
@@ -191,7 +192,7 @@ def test_06_timeline_tabs_and_the_gpu_figures_it_cites(executed):
         cell = _code(nb, f"--profile --compare --name {name} ")
         html = next(out["data"]["text/html"] for out in cell.outputs if "text/html" in out.get("data", {}))
         timeline = re.search(r'<section class="tl-p\d">\s*(?:<[^>]*>\s*)*Timeline(.*?)</section>', html, re.S).group(1)
-        lanes[name] = re.findall(r"<title>inference (L\d+) t\d+ = aten\.(\w+)\.\w+: ([\d,.]+) us at", timeline)
+        lanes[name] = re.findall(r"<title>inference #0 (L\d+) t\d+ = aten\.(\w+)\.\w+: ([\d,.]+) us at", timeline)
     assert len(lanes["tiny-chain"]) == 120 and len(lanes["big-matmuls"]) == 3
     big = {op: float(us.replace(",", "")) for _, op, us in lanes["big-matmuls"] if op == "relu"}
     assert all(float(us.replace(",", "")) > big["relu"] for _, op, us in lanes["big-matmuls"] if op == "mm")
