@@ -14,7 +14,9 @@ the high-water mark with the inputs counted.
 ``device`` picks the allocator modelled: ``"cuda"`` rounds each allocation as the CUDA
 caching allocator does (512 B), ``"cpu"`` counts exact bytes. Regions are modelled as
 compiled code runs them (inner values never touch memory) unless ``executor="eager"``
-(op by op). Limits, said in the result's notes: ops with internal scratch memory
+(op by op). The fusion strategies plan with ``executor``'s rules (what it fuses, whether its regions'
+inner values touch memory: the memory strategy merges by that model), and the planned program runs op
+by op on meta, since nothing compiles for the meta device (:class:`_MetaPlanner`). Limits, said in the result's notes: ops with internal scratch memory
 (convolutions, FFTs, sorts) and compiled regions' workspace are measured on a real
 device, so on meta they count as zero (the Trace marks them as lower bounds); kernels
 chosen per device (attention) are the meta device's.
@@ -26,10 +28,14 @@ from dataclasses import dataclass, field
 import torch
 
 from ..analysis.liveness import compute_liveness
+from ..analysis.op_scratch import scratch_unknown
 from ..analysis.storage import CUDA_ROUNDING
 from ..capture.session import program_parts
 from ..errors import TraceLabError
+from ..executors.base import get_executor, resolve_executor
+from ..executors.interface import CompiledProgram, Executor
 from ..options import FUSION_STRATEGIES
+from ..runtime import generate
 
 __all__ = ["predict", "Prediction", "PartPeak"]
 
@@ -44,6 +50,9 @@ class PartPeak:
     peak_above_inputs: int
     high_water: int
     inputs: int
+    # why the figure is a lower bound: the lines whose op scratch or region workspace is unknown on meta
+    # (the printed trace marks them '[>= lower bound: ...]'); empty when the figure is exact
+    lower_bound: str = ""
 
 
 @dataclass
@@ -54,12 +63,15 @@ class Prediction:
     parts: list[PartPeak] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def peak(self, strategy: str, kind: str = "forward", program: int = 0) -> int:
-        """Peak above inputs of one part (bytes)."""
+    def part(self, strategy: str, kind: str = "forward", program: int = 0) -> PartPeak:
         for p in self.parts:
             if p.strategy == strategy and p.kind == kind and p.program == program:
-                return p.peak_above_inputs
+                return p
         raise KeyError(f"no {kind} program {program} predicted for strategy {strategy!r}")
+
+    def peak(self, strategy: str, kind: str = "forward", program: int = 0) -> int:
+        """Peak above inputs of one part (bytes); a lower bound where ``part(...).lower_bound`` says why."""
+        return self.part(strategy, kind, program).peak_above_inputs
 
     def to_dict(self) -> dict:
         return {"device": self.device, "parts": [vars(p) for p in self.parts], "notes": list(self.notes)}
@@ -73,9 +85,9 @@ class Prediction:
         from ..ir.printer import format_bytes
 
         rows = "".join(f"<tr><td>{escape(p.strategy)}</td><td>{escape(p.kind)} #{p.program}</td>"
-                       f"<td>{escape(format_bytes(p.peak_above_inputs))}</td><td>{escape(format_bytes(p.high_water))}</td></tr>"
+                       f"<td>{escape(_figure(p, p.peak_above_inputs))}</td><td>{escape(_figure(p, p.high_water))}</td></tr>"
                        for p in self.parts)
-        notes = "".join(f"<li>{escape(n)}</li>" for n in self.notes)
+        notes = "".join(f"<li>{escape(n)}</li>" for n in self._bound_notes() + self.notes)
         return (f"<div class='tl-report'><b>predicted on the meta device ({escape(self.device)} allocator "
                 "modelled): nothing was allocated or run</b><table><tr><th>strategy</th><th>program</th>"
                 f"<th>peak above inputs</th><th>high-water incl. inputs</th></tr>{rows}</table><ul>{notes}</ul></div>")
@@ -84,12 +96,57 @@ class Prediction:
         from ..ir.printer import format_bytes
 
         head = ("strategy", "program", "peak above inputs", "high-water incl. inputs")
-        rows = [head] + [(p.strategy, f"{p.kind} #{p.program}", format_bytes(p.peak_above_inputs),
-                          format_bytes(p.high_water)) for p in self.parts]
+        rows = [head] + [(p.strategy, f"{p.kind} #{p.program}", _figure(p, p.peak_above_inputs),
+                          _figure(p, p.high_water)) for p in self.parts]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines = [f"predicted on the meta device, {self.device} allocator modelled"]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+        return "\n".join(lines + [f"note: {n}" for n in self._bound_notes() + self.notes])
+
+    def _bound_notes(self) -> list[str]:
+        return [f"{p.strategy} {p.kind} #{p.program} is a lower bound (>=): {p.lower_bound}" for p in self.parts
+                if p.lower_bound]
+
+
+def _figure(part: PartPeak, n: int) -> str:
+    """A row's bytes, written '>= N' where the row is a lower bound (as the trace marks such a line)."""
+    from ..ir.printer import format_bytes
+
+    return (">= " if part.lower_bound else "") + format_bytes(n)
+
+
+def _lower_bound(trace) -> str:
+    """Why ``trace``'s priced peak is a lower bound: the ops (regions' inner ops too) whose scratch is unknown."""
+    ops: dict[str, str] = {}
+    modules = [trace.gm] + [m for _, m in trace.gm.named_modules() if m is not trace.gm and hasattr(m, "graph")]
+    for gm in modules:
+        for n in gm.graph.nodes:
+            why = scratch_unknown(n) if n.op == "call_function" else None
+            if why:
+                ops.setdefault(str(n.target), why)
+    if not ops:
+        return ""
+    return "scratch inside " + ", ".join(f"{op} ({why})" for op, why in ops.items()) + " counts 0"
+
+
+class _MetaPlanner(Executor):
+    """``real``'s fusion rules on the meta device: the passes fuse and price regions as ``real`` does (what it
+    can fuse, whether its regions' inner values touch memory: the memory strategy merges by that), and the
+    planned program runs op by op, since nothing compiles for meta."""
+
+    def __init__(self, real: Executor):
+        self.real, self.name, self.materializes_regions = real, real.name, real.materializes_regions
+
+    def can_fuse(self, node) -> bool:
+        return self.real.can_fuse(node)
+
+    def fuse_reason(self, node) -> str | None:
+        return self.real.fuse_reason(node)
+
+    def compile(self, trace) -> CompiledProgram:
+        program = generate(trace, materialized_regions=self.materializes_regions)
+        return CompiledProgram(run=program.run, executor=f"{self.name} (planned on meta, run op by op)",
+                               source=program.source, generated=program)
 
 
 def _meta_module(module: torch.nn.Module) -> torch.nn.Module:
@@ -146,8 +203,10 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
     fusion strategy (default: every strategy but ``auto``), computed on the meta device.
 
     ``args`` may be real tensors (only their shapes, dtypes and strides are read) or meta tensors;
-    ``device`` is the allocator modelled (``"cuda"`` or ``"cpu"``); ``executor``: ``"eager"`` runs regions
-    op by op (their values materialise), anything else models compiled regions. ``loss(out)`` gives the
+    ``device`` is the allocator modelled (``"cuda"`` or ``"cpu"``); ``executor``: the strategies plan with its
+    rules (``"auto"``: the one the modelled device would get); ``"eager"`` runs regions op by op (their
+    values materialise), the others model compiled regions. A row whose figure is a lower bound (an op's
+    scratch unknown on meta) is written ``>= N`` with a note naming the ops. ``loss(out)`` gives the
     scalar the backward starts from (default: the sum of the floating outputs that require grad)."""
     if device not in ("cuda", "cpu"):
         raise TraceLabError(f"predict(device={device!r}): the allocator modelled is 'cuda' or 'cpu'")
@@ -159,7 +218,7 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
     import trace_lab
 
     rounding = CUDA_ROUNDING if device == "cuda" else 1
-    materialized = executor == "eager"
+    exec_name, _ = resolve_executor(executor, torch.device(device))
     meta_args, meta_kwargs = _meta(list(args)), _meta(dict(kwargs or {}))
     result = Prediction(device=device, notes=[
         "op scratch (convolutions, FFTs, sorts) and compiled regions' workspace are measured on a real device: "
@@ -167,13 +226,16 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
         "attention runs as the meta device's math path: where a device picks a flash or memory-efficient "
         "attention kernel, its program and peak differ"])
     for strategy in chosen:
-        jfn = trace_lab.jit(_on_meta(fn), fusion=strategy, executor="eager")
+        jfn = trace_lab.jit(_on_meta(fn), fusion=strategy, executor=exec_name)
+        planner = _MetaPlanner(get_executor(exec_name, jfn.options))
+        jfn.use_executor(planner)
         out = jfn(*meta_args, **meta_kwargs)
         scalar = (loss or _loss)(out)
         if scalar is not None and scalar.requires_grad:
             scalar.backward()
         for _, program, part in program_parts(jfn):
-            live = compute_liveness(part.traces[-1], materialized_regions=materialized, rounding=rounding)
+            live = compute_liveness(part.traces[-1], materialized_regions=planner.materializes_regions,
+                                    rounding=rounding)
             result.parts.append(PartPeak(strategy, program.index, part.kind, live.peak_above_inputs_bytes,
-                                         live.peak_bytes, live.entry_bytes))
+                                         live.peak_bytes, live.entry_bytes, _lower_bound(part.traces[-1])))
     return result
