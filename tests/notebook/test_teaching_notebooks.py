@@ -118,6 +118,19 @@ def check_executed_notebook(nb, size: int, name: str) -> None:
     assert not any(out.get("output_type") == "error" for c in nb.cells for out in c.get("outputs", []))
 
 
+def notebook_device(nb) -> str:
+    """'cpu' or 'cuda': what the notebook's set-up cell printed."""
+    return re.search(r"device: (\w+)", _stdout(nb.cells[1])).group(1)
+
+
+def device_table(prose: str, device: str) -> dict:
+    """{figure: the column of ``device``} of a prose table '| figure | on a CPU | on a GPU (H100) |'
+    (whitespace collapsed, as _md gives it)."""
+    column = {"cpu": 0, "cuda": 1}[device]
+    return {m[0]: (m[1], m[2])[column] for m in re.findall(r"\| ([^|]+?) \| ([^|]+?) \| ([^|]+?) \|", prose)
+            if m[0] not in ("figure", "---")}
+
+
 def renderer_bytes(nb) -> int:
     """Bytes of the notebook taken by copies of the packed in-browser graph renderer (0 where `dot` drew)."""
     from trace_lab.report.dot_render import _viz_packed
@@ -171,8 +184,8 @@ def _bytes(text: str) -> float:
 
 
 def quotes(prose: str, *phrases):
-    for phrase in phrases:
-        assert phrase in prose, f"the prose does not quote the output's figure: {phrase!r}\nprose: {prose}"
+    missing = [phrase for phrase in phrases if phrase not in prose]  # all of them at once: one run shows every figure
+    assert not missing, f"the prose does not quote the output's figures: {missing!r}\nprose: {prose}"
 
 
 def _rows(nb, marker, pattern, names) -> dict:
@@ -269,9 +282,12 @@ def check_checkpointing(nb):
     assert _bytes(cs) < _bytes(ps) and _bytes(cf) < _bytes(pf), "checkpointing saves fewer tensors, the forward peak drops"
     assert _bytes(cb) > _bytes(pb), "the backward's own peak (above its inputs) rises"
     assert _bytes(cl) < _bytes(pl), "the backward's high-water mark, saved tensors included, falls"
-    quotes(_md(nb, "What to look for"), f"{ps} kept from the forward for the backward become {cs}",
-           f"drops from {pf} to {cf} above its inputs", f"{pb} above its inputs without checkpointing, {cb} with it",
-           f"falls from {pl} to {cl}")
+    device = notebook_device(nb)
+    quoted = device_table(_md(nb, "What to look for"), device)
+    assert quoted == {"kept from the forward for the backward": f"{ps} -> {cs}",
+                      "the forward's peak above its inputs": f"{pf} -> {cf}",
+                      "the backward's peak above its inputs": f"{pb} -> {cb}",
+                      "the backward's high-water mark, saved tensors included": f"{pl} -> {cl}"}, quoted
     # the Summary's predicted peaks are the ones printed
     for name, (fw, _, _, bw, _) in runs.items():
         summary = _summary(_code(nb, f"--name {name}"))
