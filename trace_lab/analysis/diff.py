@@ -8,7 +8,9 @@ on its own line or inside a region. From the matching:
   another region in *a*); ``unfused``: ops on their own line in *b* that were in a region;
 * ``removed`` / ``added`` - ops only in *a* / only in *b* (e.g. recomputed ops a
   checkpointing pass adds, copies a pass drops);
-* ``moved``   - ops whose position among the common ops changed (a schedule pass);
+* ``moved``   - ops whose order relative to the others changed (a schedule pass, a region that
+  hoists an op): the common ops outside a longest common subsequence of the two orders, so six
+  hoisted adds are six moved ops, not every op whose index shifted behind them;
 * ``memory``  - per common op, live bytes after its line in *a* and in *b* (an op inside a
   region reads its region's line) and the delta;
 * the **peak** of each side (line, live bytes) with the values alive there, and the reason
@@ -152,6 +154,31 @@ def _peak(trace, live) -> dict:
             "bytes": live.peak_above_inputs_bytes}
 
 
+def _moved(order_a: list[str], order_b: list[str]) -> list[str]:
+    """The ops of ``order_a`` outside a longest common subsequence of the two orders (both list the same
+    ops): a longest increasing run of their positions in ``order_b``, found in n log n."""
+    from bisect import bisect_left
+
+    where_b = {n: k for k, n in enumerate(order_b)}
+    pos = [where_b[n] for n in order_a]
+    tails: list[int] = []  # tails[k]: the smallest end position of an increasing run of length k + 1
+    tail_at: list[int] = []  # its index in order_a
+    back = [-1] * len(pos)
+    for i, p in enumerate(pos):
+        k = bisect_left(tails, p)
+        back[i] = tail_at[k - 1] if k else -1
+        if k == len(tails):
+            tails.append(p)
+            tail_at.append(i)
+        else:
+            tails[k], tail_at[k] = p, i
+    kept, i = set(), tail_at[-1] if tail_at else -1
+    while i >= 0:
+        kept.add(i)
+        i = back[i]
+    return [n for i, n in enumerate(order_a) if i not in kept]
+
+
 def diff_traces(a, b) -> TraceDiff:
     """What changed from stage ``a`` to stage ``b`` of one program (two Traces)."""
     pa, pb = _placement(a), _placement(b)
@@ -164,9 +191,7 @@ def diff_traces(a, b) -> TraceDiff:
     d.removed = [n for n in pa if n not in pb]
     d.added = [n for n in pb if n not in pa]
     common = [n for n in pa if n in pb]
-    order_a = {n: k for k, n in enumerate(common)}
-    order_b = {n: k for k, n in enumerate(n for n in pb if n in pa)}  # pb lists ops in b's order
-    d.moved = [n for n in common if order_a[n] != order_b[n]]
+    d.moved = _moved(common, [n for n in pb if n in pa])  # pb lists ops in b's order
     d.memory = [OpMemory(n, la.lines[pa[n][0]].live_after - la.entry_bytes, lb.lines[pb[n][0]].live_after - lb.entry_bytes)
                 for n in common]
     d.peak_a, d.peak_b = _peak(a, la), _peak(b, lb)
