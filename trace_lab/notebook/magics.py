@@ -6,13 +6,17 @@ the compiler did (see :mod:`trace_lab.notebook.widgets`); ``%thunder_trace
 The cell is the program (:mod:`trace_lab.notebook.cell`): names it reads come
 from the notebook, names it binds are written back, only when everything
 succeeded. Errors: a syntax error or an exception raised by the cell's own code
-is shown as IPython shows any cell error (traceback starting at the cell); a
+is shown as IPython shows any cell error (traceback starting at the cell; a syntax
+error in a ``%%thunder_trace`` cell is found by an input transformer before the cell
+runs, :func:`cell_syntax_check`, so it reads as a plain cell's: the line, a caret, the
+message, and no frame of IPython or trace_lab); a
 failure of the compiler stack, a bad option or a missing dependency is shown as
 one clear line (``UsageError``). Either way the notebook's variables and every
 earlier run stay as they were.
 """
 from __future__ import annotations
 
+import ast
 import keyword
 import re
 
@@ -249,6 +253,36 @@ def _function_name(label: str) -> str:
     return ident if ident and not ident[0].isdigit() else f"cell_{ident}"
 
 
+def cell_syntax_check(shell):
+    """An input transformer (IPython's cleanup stage) for ``%%thunder_trace`` cells: a body that is not valid
+    Python raises its SyntaxError while IPython prepares the cell, which IPython shows as it shows a plain
+    cell's (the cell's line, a caret, the message; no frames) and counts as the cell's error. Raised from the
+    magic, the same error came with five frames of IPython, the magic and ``ast`` (25 lines)."""
+    def check(lines: list[str]) -> list[str]:
+        if not lines or lines[0].split()[:1] != ["%%thunder_trace"]:
+            return lines
+        raw = "".join(lines)
+        try:
+            ast.parse(shell.transform_cell("".join(lines[1:])))
+        except SyntaxError as e:
+            # the line numbers of the whole cell (the magic line is line 1), as IPython caches a cell it runs
+            e.filename = shell.compile.cache(raw, shell.execution_count, raw_code=raw)
+            e.lineno = e.lineno + 1 if e.lineno else e.lineno
+            if getattr(e, "end_lineno", None):
+                e.end_lineno += 1
+            raise e.with_traceback(None) from None
+        except Exception:  # noqa: BLE001 - anything else is the magic's to report, with its own message
+            return lines
+        return lines
+
+    check.has_side_effects = True  # IPython's "is this input complete?" (a terminal) does not run it
+    check.trace_lab_syntax_check = True
+    return check
+
+
 def load_ipython_extension(ipython) -> None:
-    """``%load_ext trace_lab``: register %%thunder_trace / %thunder_trace."""
+    """``%load_ext trace_lab``: register %%thunder_trace / %thunder_trace, and the syntax check of its cells."""
     ipython.register_magics(ThunderTraceMagics)
+    cleanup = ipython.input_transformers_cleanup
+    if not any(getattr(t, "trace_lab_syntax_check", False) for t in cleanup):  # once, also after a reload
+        cleanup.append(cell_syntax_check(ipython))
