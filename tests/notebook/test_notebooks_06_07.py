@@ -62,8 +62,9 @@ def test_06_where_the_time_goes(executed):
     assert int(rows["big_matmuls"][1]) > 75, "the two mm lines take more than three quarters of the time"
     ratio = int(re.search(r"big_matmuls computes ([\d,]+) times more per microsecond", out).group(1).replace(",", ""))
     assert ratio > 1000, "tiny_chain computes more than a thousand times less per microsecond"
-    # a line's time: the longer of launching it (host) and running its kernels (device; 0 on a CPU)
-    big = {m[2]: max(float(m[0]), float(m[1])) for m in re.findall(
+    # on a GPU the device column (a line's host time there is its launch); on a CPU the host time, which computes
+    on_gpu = notebook_device(nb) == "cuda"
+    big = {m[2]: float(m[1]) if on_gpu else float(m[0]) for m in re.findall(
         r"^\s*([\d.]+) us host\s+([\d.]+) us device .* (L\d) t\d+ = aten\.(?:mm|relu)", _stdout(_code(nb, "print(prof_big)")), re.M)}
     labels = re.findall(r"(L\d) t\d+ = aten\.(mm|relu)", _stdout(_code(nb, "print(prof_big)")))
     relu = next(big[line] for line, op in labels if op == "relu")
@@ -182,10 +183,10 @@ def test_07_where_the_bytes_go(executed):
         assert pm["forward"] == (table["none", "forward"],) * 3 and pm["backward"] == (table["none", "backward"],) * 3
         quotes(predict_prose, f"On a CPU the prediction made without allocating is the measured peak: {pm['forward'][0]} "
                f"for the forward and {pm['backward'][0]} for the backward at batch 32")
-    else:  # meta knows no op workspace: a lower bound; on the device the model is the measurement
-        assert all(_bytes(m) >= _bytes(p) and d == m for p, d, m in pm.values()), pm
-        quotes(predict_prose, f"it is a lower bound, {pm['forward'][0]} and {pm['backward'][0]} against {pm['forward'][2]} "
-               f"and {pm['backward'][2]} measured")
+    else:  # the same prediction on meta and on the device; measured above it (an open question the prose names)
+        assert all(d == p and _bytes(m) >= _bytes(p) for p, d, m in pm.values()), pm
+        quotes(predict_prose, f"whether made on meta or on the device ({pm['forward'][0]} and {pm['backward'][0]}), but the "
+               f"measured peaks are higher, {pm['forward'][2]} and {pm['backward'][2]}")
     small, ratio = re.search(rf"batch 8 forward: ({SIZE}); batch 32 / batch 8: ([\d.]+)x", checked).groups()
     assert small == fw_peak and abs(_bytes(pm["forward"][0]) / _bytes(small) - float(ratio)) <= 0.01  # from rounded figures
     quotes(predict_prose, f"gives {ratio}x the forward's peak ({pm['forward'][0]} against {small} at batch 8)",

@@ -101,9 +101,12 @@ def _spans(prof, labels: set[str]) -> tuple[list, int]:
     host, device = [], []
     for ev in prof.profiler.kineto_results.events():
         name = ev.name()
+        on_device = ev.device_type() == torch.autograd.DeviceType.CUDA
+        if name in labels and on_device:
+            continue  # the GPU's copy of a line's annotation (same name): not a kernel, and not the host range
         if name in labels:
             host.append(("host", name, ev.start_ns() / 1e3, ev.duration_ns() / 1e3))
-        elif ev.device_type() == torch.autograd.DeviceType.CUDA and ev.duration_ns() > 0:
+        elif on_device and ev.duration_ns() > 0:
             device.append(("device", name, ev.start_ns() / 1e3, ev.duration_ns() / 1e3))
     spans = sorted(host, key=lambda s: s[2])
     spans += sorted(device, key=lambda s: s[2])
