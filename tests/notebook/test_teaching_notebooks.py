@@ -243,7 +243,7 @@ def check_compile_time(nb):
     quotes(prose, "run the same kernels", "median of 3 steps")
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.source.startswith("%%thunder_trace"):
-            assert "--runs 3" in cell.source and "(median of 3)" in _summary(cell)
+            assert "--runs 3" in cell.source and "(median of 3, " in _summary(cell)  # and the runs' spread
     # the prose makes no claim about the two 8-layer medians beyond "should match" (same kernels, asserted
     # above): on this 2-core machine, shared with other work, they were seen 12 vs 46 ms apart (no time asserted)
     quotes(prose, "Compare the kernel counts, not these times")

@@ -11,7 +11,9 @@ turns both into one line and one fraction for a bar::
 
 A long compile moves: each region moves the bar within the step's share, and a ticker thread
 (``start``/``stop``, run by :func:`trace_lab.notebook.runner.inspect_cell`) refreshes the elapsed
-seconds once a second while nothing else is said. ``check`` is called on every step and event (the
+seconds once a second while nothing else is said, except while a program is timed or measured
+(:func:`trace_lab.runtime.measure.timing_active`): then nothing is drawn, so the front end renders nothing
+on the CPUs the program is timed on. ``check`` is called on every step and event (the
 thread that runs the cell): the notebook's Stop raises there. ``show(text, fraction)`` draws; it
 is called from the cell's thread and from the ticker, so it only sets widget values.
 """
@@ -20,6 +22,8 @@ from __future__ import annotations
 import threading
 import time
 from typing import Callable
+
+from ..runtime.measure import timing_active
 
 __all__ = ["RunProgress", "STEPS"]
 
@@ -102,6 +106,10 @@ class RunProgress:
             return min((self.step_index + within) / (len(STEPS) + 1), 1.0)
 
     def refresh(self) -> None:
+        """Draw the line and the bar, except while a program is timed or measured (in any thread): a widget
+        update makes the front end render, on the CPUs the program is timed on (issue 26 item 3)."""
+        if timing_active():
+            return
         try:
             self.show(self.text(), self.fraction())
         except Exception:  # noqa: BLE001 - a view that cannot draw must not stop the run

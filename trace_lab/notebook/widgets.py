@@ -109,6 +109,16 @@ def _control_value(opt, control):
     return opt.type(value)
 
 
+def _wait_for_timing(limit: float = 60.0) -> None:
+    """Wait (at most ``limit`` s) while a program is timed or measured in this process: a rerun that ends then
+    draws its views (and the front end renders them) only after it."""
+    from ..runtime.measure import timing_active
+
+    deadline = time.monotonic() + limit
+    while timing_active() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def _async_raise(thread: threading.Thread, exc_type=KeyboardInterrupt) -> bool:
     if thread.ident is None or not thread.is_alive():
         return False
@@ -330,6 +340,7 @@ class LabView:
                 self.status.value = error_html(f"rerun failed ({type(e).__name__})",
                                                f"{e}\nNotebook variables are unchanged; earlier runs are kept.")
                 return
+            _wait_for_timing()  # another cell's program is being timed: draw after it (issue 26 item 3)
             self.add_run(label, report)
             self.status.value = ""
             self.step.value = f"done in {time.perf_counter() - started:.1f} s: {label}"

@@ -786,6 +786,15 @@ def _cell(col, v) -> str:
     return esc(v)
 
 
+def _spread(row: dict) -> str:
+    """The steady cell's spread of the timed runs ('15.20-18.00') and its noisy flag (issue 26 item 3)."""
+    low, high = row.get("steady_min_ms"), row.get("steady_max_ms")
+    out = f'<br><span class="tl-spread">{low:.2f}-{high:.2f}</span>' if low is not None and high is not None else ""
+    if row.get("steady_noisy"):
+        out += f' <span class="tl-warn tl-noisy" title="{esc(row["steady_noisy"])}">noisy</span>'
+    return out
+
+
 def compare_html(rows: list[dict], best: dict[str, set[int]] | None = None) -> str:
     """The Compare table; the best value of each lower-is-better column is marked (class tl-best, a star).
 
@@ -808,7 +817,7 @@ def compare_html(rows: list[dict], best: dict[str, set[int]] | None = None) -> s
             if i in best.get(c, ()):
                 cls.append("tl-best")
             attr = f' class="{" ".join(cls)}"' if cls else ""
-            tds.append(f'<td data-col="{c}"{attr}>{_cell(c, value)}</td>')
+            tds.append(f'<td data-col="{c}"{attr}>{_cell(c, value)}{_spread(r) if c == "steady_ms" else ""}</td>')
         body.append(f'<tr class="tl-row">{"".join(tds)}</tr>')
     every = ", ".join(_OPTION_WORDS[c].format(_cell(c, v)) for c, v in shared.items())
     top = f'<div class="tl-placeholder">every run: {every}</div>' if every else ""
@@ -817,6 +826,9 @@ def compare_html(rows: list[dict], best: dict[str, set[int]] | None = None) -> s
     if any(r.get("step_peak_measured") is not None for r in rows):
         notes.append("whole call: forward and backward of one call together, measured the same way for trace_lab's "
                      "runs and the --baseline peers (which trace nothing: no predicted peaks, kernels or regions)")
+    if any(r.get("steady_noisy") for r in rows):
+        notes.append("noisy: the timed runs spread over 1.5x, or other processes competed for the CPUs while they "
+                     "ran (the Summary says which); such a time gets no star")
     if best:
         notes.append("&#9733; best (lowest) time or peak of the column")
     note = f'<div class="tl-placeholder">{"; ".join(notes)}</div>'

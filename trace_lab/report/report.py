@@ -207,8 +207,7 @@ class Report:
                 ("compile", "{total:.3f} s (capture {capture:.3f}, passes {passes:.3f}, executor {executor:.3f})".format(
                     **self.compile_seconds)),
                 ("first run", f"{self.first_run_seconds:.3f} s"),
-                ("steady state", f"{self.steady_seconds * 1e3:.3f} ms (median of {len(self.run_seconds)})"
-                 if self.steady_seconds is not None else "not timed")]
+                ("steady state", self.steady_text())]
         if self.timing:
             rows.append(("time per call", _timing_text(self.timing)))
         for m in self.memory:
@@ -232,6 +231,24 @@ class Report:
                          f"({c['checked']['outputs']} outputs, {c['checked']['grads']} grads, "
                          f"{c['checked']['values']} values)"))
         return rows
+
+    def timing_noise(self) -> str | None:
+        """Why this run's steady time is not to be trusted (its timed runs spread wide, or other processes
+        competed for the CPUs while it was timed: ``trace_lab.runtime.measure.timing_noise``), or None."""
+        from ..runtime.measure import timing_noise
+
+        return timing_noise(list(self.run_seconds or []), (self.timing or {}).get("others_cpu_share"))
+
+    def steady_text(self) -> str:
+        """'16.110 ms (median of 3, 15.204-18.003 ms)', and 'NOISY: why' when :meth:`timing_noise` says so."""
+        if self.steady_seconds is None:
+            return "not timed"
+        runs = [s for s in self.run_seconds or [] if s is not None]
+        text = f"{self.steady_seconds * 1e3:.3f} ms (median of {len(runs)}"
+        text += f", {min(runs) * 1e3:.3f}-{max(runs) * 1e3:.3f} ms)" if len(runs) > 1 else ")"
+        noise = self.timing_noise()
+        return text + (f"; NOISY: {noise}, so this time is not compared (rerun it on a quiet machine)" if noise
+                       else "")
 
     def __str__(self) -> str:
         width = max(len(k) for k, _ in self.summary_rows())

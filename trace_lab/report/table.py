@@ -8,7 +8,11 @@ Columns (``COLUMNS``): the run's label and options, then
   to sort)
 * ``compile_s``      - capture + passes + executor seconds (Report.compile_seconds['total'])
 * ``first_run_s``    - wall time of the first call (compile included)
-* ``steady_ms``      - median of the timed runs (None when ``runs=0``)
+* ``steady_ms``      - median of the timed runs (None when ``runs=0``); ``steady_min_ms`` / ``steady_max_ms``
+  their spread, and ``steady_noisy`` why the time is not to be trusted (the runs spread over 1.5x, or other
+  processes competed for the CPUs while they ran: ``Report.timing_noise``), None when it is. The table
+  shows the spread and the flag inside the steady cell (:data:`IN_STEADY_CELL`); a noisy run never gets the
+  column's star
 * ``forward_peak_predicted`` / ``backward_peak_predicted`` - the largest predicted peak of the forward
   (inference) / backward programs (bytes; None when the run has no such program)
 * ``forward_peak_measured`` / ``backward_peak_measured`` - the same, measured (None if not measured)
@@ -31,7 +35,7 @@ programs, for scripts); the table does not show them.
 Lower is better, on its own, for every column in ``LOWER_IS_BETTER`` (times and peaks; not kernels or
 fusions, which are neither good nor bad alone: horizontal fusion launches the fewest and holds the
 highest peak); ``best_rows`` marks the lowest value (ties all marked) in each such column that has at
-least two values that are not all equal. :func:`shown_columns` drops the columns a table does not
+least two values that are not all equal; a run whose steady time is noisy is left out of that column. :func:`shown_columns` drops the columns a table does not
 need (every value empty, or an option every run shares: said once above the table instead), so the
 table fits a notebook panel.
 """
@@ -39,13 +43,14 @@ from __future__ import annotations
 
 from .parts import summary_parts
 
-__all__ = ["COLUMNS", "OPTION_COLUMNS", "PEAK_COLUMNS", "LOWER_IS_BETTER", "report_row", "best_rows",
+__all__ = ["IN_STEADY_CELL", "COLUMNS", "OPTION_COLUMNS", "PEAK_COLUMNS", "LOWER_IS_BETTER", "report_row", "best_rows",
            "shown_columns"]
 
 OPTION_COLUMNS = ["fusion", "executor", "fusion_cache", "sort_waits"]
 PEAK_COLUMNS = ["forward_peak_predicted", "forward_peak_measured", "backward_peak_predicted", "backward_peak_measured",
                 "step_peak_measured"]
-COLUMNS = ["run", *OPTION_COLUMNS, "compile_s", "first_run_s", "steady_ms", *PEAK_COLUMNS,
+IN_STEADY_CELL = ["steady_min_ms", "steady_max_ms", "steady_noisy"]  # drawn in the steady cell, not as columns
+COLUMNS = ["run", *OPTION_COLUMNS, "compile_s", "first_run_s", "steady_ms", *IN_STEADY_CELL, *PEAK_COLUMNS,
            "kernels", "fusions", "cache_hits", "matches_eager"]
 # columns where the lowest value is the better run on its own (issue 18: "fewest kernels" is not: horizontal
 # fusion launches the fewest and holds the highest peak, so a star there made the worst-memory run look best)
@@ -74,6 +79,11 @@ def _largest(values):
     return max(values) if values else None
 
 
+def _noise(report) -> str | None:
+    noise = getattr(report, "timing_noise", None)
+    return noise() if callable(noise) else None
+
+
 def report_row(report, label: str | None = None) -> dict:
     """The comparison row of one Report (plain numbers; bytes as ints)."""
     parts = list(summary_parts(report.programs))
@@ -87,6 +97,7 @@ def report_row(report, label: str | None = None) -> dict:
         return _largest(m.get("measured_peak_above_inputs_bytes") for m in report.memory if m.get("kind") in kinds)
 
     opts = report.options
+    runs = [t for t in (getattr(report, "run_seconds", None) or []) if t is not None]
     collectives = bool(opts.get("fsdp")) or ((getattr(report, "launch", None) or {}).get("nproc") or 1) > 1
     executors = sorted({part.get("executor") for _, _, part in parts if part.get("executor")})
     row = {
@@ -99,6 +110,9 @@ def report_row(report, label: str | None = None) -> dict:
         "compile_s": report.compile_seconds.get("total"),
         "first_run_s": report.first_run_seconds,
         "steady_ms": report.steady_seconds * 1e3 if report.steady_seconds is not None else None,
+        "steady_min_ms": min(runs) * 1e3 if runs else None,
+        "steady_max_ms": max(runs) * 1e3 if runs else None,
+        "steady_noisy": _noise(report) if runs else None,
         "forward_peak_predicted": predicted(_FORWARD_KINDS),
         "forward_peak_measured": measured(_FORWARD_KINDS),
         "backward_peak_predicted": predicted(("backward",)),
@@ -125,7 +139,8 @@ def best_rows(rows: list[dict]) -> dict[str, set[int]]:
         return best
     for col in LOWER_IS_BETTER:
         vals = [(i, r[col]) for i, r in enumerate(rows)
-                if isinstance(r.get(col), (int, float)) and not isinstance(r.get(col), bool)]
+                if isinstance(r.get(col), (int, float)) and not isinstance(r.get(col), bool)
+                and not (col == "steady_ms" and r.get("steady_noisy"))]  # a noisy time is no one's best
         if len(vals) < 2:
             continue
         low = min(v for _, v in vals)
@@ -142,6 +157,8 @@ def shown_columns(rows: list[dict]) -> tuple[list[str], dict[str, object]]:
     whose value every run shares (returned, to be said once). One run keeps its options."""
     shown, shared = [], {}
     for col in COLUMNS:
+        if col in IN_STEADY_CELL:
+            continue
         values = [r.get(col) for r in rows]
         if col != "run" and all(v is None for v in values):
             continue

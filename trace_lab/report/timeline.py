@@ -58,8 +58,10 @@ def format_timeline(timelines: list[dict]) -> str:
     """A text table: one row per program part."""
     from ..ir.printer import format_bytes
 
+    # the liveness model's high-water mark including the program's inputs (the Summary's "peak" rows are above
+    # the inputs, trace_lab's one meaning of peak): named so, not a bare "peak" beside them (issue 26 item 4)
     head = ("program", "span ms", "compute ms", "comm ms", "gather ms", "exposed ms", "overlap", "gather hidden",
-            "peak")
+            "high-water incl. inputs")
     rows = [head]
     for t in timelines:
         rows.append((f"#{t.get('program', 0)} {t['kind']} ({t['method']})", _ms(t["span_seconds"]),

@@ -6,7 +6,9 @@ The sequence, chosen so that each figure is measured undisturbed:
 2. first call of the jitted function (+ backward when the output needs grad),
    timed: compile happens here; its outputs/grads are compared with (1);
 3. one call under memory measurement (per-program measured peak);
-4. ``runs`` timed calls -> steady-state median;
+4. ``runs`` timed calls -> steady-state median, their spread, and whether other processes competed for
+   the CPUs meanwhile (:func:`trace_lab.runtime.measure.time_host_device`; nothing of the lab draws while
+   a program is timed or measured: :func:`~trace_lab.runtime.measure.undisturbed`);
 5. in a multi-process run whose programs hold collectives (``measure_comm``
    None = auto: only when ``runs > 0``): one call with every wait instrumented,
    then a calibration of the collectives
@@ -26,7 +28,7 @@ from .loss import default_loss
 from ..errors import nothing_captured
 from .jit import JitFunction
 from ..options import OPTIONS, Options, check_option, names, with_signature
-from ..runtime.measure import measure_peak, median, synchronize, time_host_device
+from ..runtime.measure import measure_peak, median, profiler_stderr, synchronize, time_host_device, undisturbed
 from ..capture.session import program_parts
 
 __all__ = ["inspect", "default_loss"]
@@ -122,13 +124,14 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
     n_measure = len(jfn.measurements)
     if opts["measure_memory"]:
         say("measuring peak memory")
-        with jfn.measuring():
+        with undisturbed(), jfn.measuring():  # nothing of the lab draws meanwhile (issue 26 item 3)
             call(jfn, args)
     measurements = jfn.measurements[n_measure:]
     step_peak = None
     if opts["measure_step"]:  # the whole call, as a --baseline peer is measured (run/peers.py)
         say("measuring the peak of the whole call")
-        _, peak, method = measure_peak(lambda boxed: call(jfn, boxed), args, device)
+        with undisturbed():
+            _, peak, method = measure_peak(lambda boxed: call(jfn, boxed), args, device)
         step_peak = {"measured_bytes": peak, "method": method}
     gap = _collective_scratch_note(jfn, measurements, device)
     if gap:
@@ -147,7 +150,8 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
         from .line_profile import profile_lines
 
         try:
-            line_times = profile_lines(jfn, *args, loss=loss_fn, kwargs=fn_kwargs).to_dict()
+            with undisturbed(), profiler_stderr():  # kineto's USDT lines are not the cell's (issue 26 item 3)
+                line_times = profile_lines(jfn, *args, loss=loss_fn, kwargs=fn_kwargs).to_dict()
         except TraceLabError as e:
             warnings.append(f"profile: {e}")
     comm = None

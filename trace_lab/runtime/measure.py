@@ -18,18 +18,39 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import threading
 import time
 
 import torch
 
-__all__ = ["measure_peak", "measure_peak_handing_over", "CpuMemoryWindows", "synchronize", "time_calls", "time_host_device", "CallTimes", "HOST_BOUND_RATIO"]
+__all__ = ["undisturbed", "timing_active", "settle", "OtherLoad", "profiler_stderr", "NOISY_SPREAD", "NOISY_OTHERS", "measure_peak", "measure_peak_handing_over", "CpuMemoryWindows", "synchronize", "time_calls", "time_host_device", "CallTimes", "HOST_BOUND_RATIO"]
+
+
+# what the profiler's native side prints on fd 2 around and during a session the lab runs: noise to a student
+# (a pink stderr box that looks like an error), never about their program (issue 26 item 3)
+PROFILER_NOISE = (
+    "USDT",                                # kineto: 'USDT:... SyncActivityProfilerHandler.cpp:59] profiler_start/stop'
+    "Memory block of unknown size",        # CPUAllocator: a block allocated before profiling freed during it
+    "Profiler record function",            # a record_function range the profiler will ignore
+    "profiler results will not include",
+    "STAGE:",                              # kineto's 'STAGE:... Collection/Completed Stage' lines
+)
+
+
+def _is_profiler_noise(line: str) -> bool:
+    return not line.strip() or any(word in line for word in PROFILER_NOISE)
 
 
 @contextlib.contextmanager
-def _quiet_stderr():
-    """Silence the C-level stderr (fd 2) for the duration: only around profiler start/stop."""
+def profiler_stderr():
+    """Around a profiler session the lab runs: what native code writes to fd 2 meanwhile (kineto's USDT
+    lines, the CPU allocator's warnings) goes to a temporary file; afterwards the lines that are not
+    :data:`PROFILER_NOISE` are written to fd 2 again (a program's own native messages are delayed, not
+    lost), and Python warnings the profiler raises inside are dropped when they are noise."""
     import os
     import sys
+    import tempfile
+    import warnings
 
     try:
         sys.stderr.flush()
@@ -37,13 +58,108 @@ def _quiet_stderr():
     except (OSError, ValueError, AttributeError):  # no real fd 2 (embedded interpreters)
         yield
         return
+    sink = tempfile.TemporaryFile()
     try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
+        os.dup2(sink.fileno(), 2)
+        with warnings.catch_warnings():
+            for word in PROFILER_NOISE:
+                warnings.filterwarnings("ignore", message=f".*{word}")
             yield
     finally:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
         os.dup2(saved, 2)
         os.close(saved)
+        sink.seek(0)
+        text = sink.read().decode("utf-8", "replace")
+        sink.close()
+        kept = "".join(line for line in text.splitlines(keepends=True) if not _is_profiler_noise(line))
+        if kept:
+            os.write(2, kept.encode("utf-8", "replace"))
+
+
+# -- timing that nothing of the lab disturbs (issue 26 item 3) ------------------------------------------------
+_timing_lock = threading.Lock()
+_timing_depth = 0
+
+
+def timing_active() -> bool:
+    """True while a program is being timed or measured (:func:`undisturbed`): the notebook's progress ticker
+    and views draw nothing then (a widget update makes the front end render, on the same CPUs)."""
+    return _timing_depth > 0
+
+
+@contextlib.contextmanager
+def undisturbed():
+    """Mark a timed or measured section: :func:`timing_active` is True inside (any thread)."""
+    global _timing_depth
+    with _timing_lock:
+        _timing_depth += 1
+    try:
+        yield
+    finally:
+        with _timing_lock:
+            _timing_depth -= 1
+
+
+def _cpu_sample():
+    """(seconds since an arbitrary start, busy CPU seconds of the whole machine, CPU seconds of this process)
+    or None where /proc/stat is not there."""
+    import os
+
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    busy = (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    return time.perf_counter(), busy, own.user + own.system
+
+
+class OtherLoad:
+    """The share of the machine's CPUs that other processes (a browser rendering the notebook, a test run,
+    a compile) used between :meth:`start` and :meth:`share`: 0.0 alone, 1.0 every CPU busy with others.
+    On a 2-core machine, torch's OpenMP threads spin at every parallel region's barrier, and another busy
+    process makes each such barrier wait for a time slice: a 4 ms program measured 0.5-1 s."""
+
+    def __init__(self):
+        self.first = _cpu_sample()
+
+    def share(self) -> float | None:
+        import os
+
+        last = _cpu_sample()
+        if self.first is None or last is None:
+            return None
+        wall = last[0] - self.first[0]
+        if wall <= 0:
+            return None
+        others = max(0.0, (last[1] - self.first[1]) - (last[2] - self.first[2]))
+        return min(1.0, others / (wall * (os.cpu_count() or 1)))
+
+
+QUIET_SHARE = 0.15  # other processes below this share of the CPUs: quiet enough to time
+SETTLE_MAX_SECONDS = 3.0  # how long timing waits for the machine to be quiet (then it times, and says so)
+
+
+def settle(max_seconds: float = SETTLE_MAX_SECONDS, window: float = 0.1) -> float | None:
+    """Wait (at most ``max_seconds``) until other processes use less than :data:`QUIET_SHARE` of the CPUs over
+    ``window`` seconds: under Run All the front end is still rendering the last outputs when the next cell's
+    timing starts. Returns the last share seen (None where it cannot be read)."""
+    deadline = time.perf_counter() + max_seconds
+    share = None
+    while True:
+        probe = OtherLoad()
+        if probe.first is None:
+            return None
+        time.sleep(window)
+        share = probe.share()
+        if share is None or share < QUIET_SHARE or time.perf_counter() >= deadline:
+            return share
 
 
 SETTLE_SECONDS = 0.05
@@ -99,6 +215,7 @@ class CpuMemoryWindows:
         self._prof = None
         self._failed: str | None = None
         self._pending: list = []
+        self._stderr = None  # profiler_stderr() held from start to close
 
     def interrupt(self, why: str) -> None:
         """End the session now (figures so far are final); runs until the block ends are not measured."""
@@ -111,14 +228,21 @@ class CpuMemoryWindows:
             from torch.profiler import ProfilerActivity, profile
 
             prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            self._stderr = profiler_stderr()
+            self._stderr.__enter__()
             try:
-                with _quiet_stderr():
-                    prof.start()
+                prof.start()
                 self._prof = prof
             except RuntimeError as e:  # another profiler is already active
+                self._release_stderr()
                 if "profiler" not in str(e).lower():
                     raise
                 self._failed = f"not measured: {e}"
+
+    def _release_stderr(self) -> None:
+        held, self._stderr = self._stderr, None
+        if held is not None:
+            held.__exit__(None, None, None)
 
     def run(self, run, args, on_result):
         self.start()
@@ -144,8 +268,10 @@ class CpuMemoryWindows:
         if self._prof is None:
             return
         _settle_collective_threads()
-        with _quiet_stderr():
+        try:
             self._prof.stop()
+        finally:
+            self._release_stderr()
         events = list(self._prof.profiler.kineto_results.events())
         self._prof = None
         memory = sorted(((ev.start_ns(), ev.nbytes()) for ev in events if ev.name() == "[memory]"),
@@ -193,18 +319,17 @@ def _measure_peak(run, args, device: torch.device):
         from torch.profiler import ProfilerActivity, profile
 
         prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-        try:
-            with _quiet_stderr():  # kineto prints 'USDT ... profiler_start/stop' on fd 2
+        with profiler_stderr():  # kineto's USDT lines, the allocator's 'unknown size' warnings: not the cell's
+            try:
                 prof.start()
-        except RuntimeError as e:  # another profiler is already active
-            if "profiler" not in str(e).lower():
-                raise
-            return run(args), None, f"not measured: {e}"
-        try:
-            outs = run(args)
-        finally:
-            _settle_collective_threads()
-            with _quiet_stderr():
+            except RuntimeError as e:  # another profiler is already active
+                if "profiler" not in str(e).lower():
+                    raise
+                return run(args), None, f"not measured: {e}"
+            try:
+                outs = run(args)
+            finally:
+                _settle_collective_threads()
                 prof.stop()
         # by time only, ties in the order recorded: sorting ties by size would put a free before an
         # allocation made in the same nanosecond and hide part of the peak
@@ -227,10 +352,12 @@ class CallTimes:
     and ``device`` (CUDA events around the call, elapsed on the device; None on CPU). ``seconds`` is the
     steady-state time: device time on CUDA, host time elsewhere."""
 
-    def __init__(self, device: torch.device, host: list[float], device_times: list[float] | None):
+    def __init__(self, device: torch.device, host: list[float], device_times: list[float] | None,
+                 others_share: float | None = None):
         self.device_type = device.type
         self.host = host
         self.device = device_times
+        self.others_share = others_share  # other processes' share of the CPUs while timed (OtherLoad)
 
     @property
     def seconds(self) -> list[float]:
@@ -250,6 +377,8 @@ class CallTimes:
             "host_seconds": median(self.host), "device_seconds": median(self.device) if self.device else None,
             "host_run_seconds": list(self.host), "device_run_seconds": list(self.device) if self.device else None,
             "bound": self.bound(), "host_bound_ratio": HOST_BOUND_RATIO,
+            "others_cpu_share": self.others_share,
+            "noisy": timing_noise(self.seconds, self.others_share),
             "method": ("host: perf_counter until the call returns; device: CUDA events around the call"
                        if self.device is not None else "host: perf_counter around the call (no device timing on "
                        f"{self.device_type})"),
@@ -263,17 +392,28 @@ def time_host_device(call, device: torch.device, runs: int) -> CallTimes:
 
     Python's cyclic garbage collector runs once before the calls and is held off during them: in a
     notebook kernel that has compiled a few programs, a collection landing inside one call made it several
-    times slower than the others (notebook 02's steady state: 13 vs 37 ms for the same kernels)."""
+    times slower than the others (notebook 02's steady state: 13 vs 37 ms for the same kernels).
+
+    Nothing of the lab runs meanwhile (:func:`undisturbed`: the notebook's progress ticker and views hold
+    their updates), the calls wait (at most :data:`SETTLE_MAX_SECONDS`) for other processes to go quiet
+    (:func:`settle`: under Run All the front end still renders the last outputs), and the share of the CPUs
+    other processes used while they ran is kept (``others_share``): :func:`timing_noise` reads it."""
     import gc
 
-    gc.collect()
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return _time_host_device(call, device, runs)
-    finally:
-        if enabled:
-            gc.enable()
+    with undisturbed():
+        if device.type == "cpu" and runs > 0:
+            settle()
+        gc.collect()
+        enabled = gc.isenabled()
+        gc.disable()
+        load = OtherLoad()
+        try:
+            timed = _time_host_device(call, device, runs)
+        finally:
+            if enabled:
+                gc.enable()
+        timed.others_share = load.share()
+        return timed
 
 
 def _time_host_device(call, device: torch.device, runs: int) -> CallTimes:
@@ -294,6 +434,24 @@ def _time_host_device(call, device: torch.device, runs: int) -> CallTimes:
             call()
             host.append(time.perf_counter() - t0)
     return CallTimes(device, host, dev)
+
+
+NOISY_SPREAD = 1.5  # the slowest timed run over the fastest: above this the median is not one program's time
+NOISY_OTHERS = 0.2  # other processes' share of the CPUs while timed: above this they competed for them
+
+
+def timing_noise(seconds: list[float], others_share: float | None = None) -> str | None:
+    """Why a run's timing is not to be trusted, or None: its timed runs spread more than
+    :data:`NOISY_SPREAD` (slowest over fastest), or other processes used more than :data:`NOISY_OTHERS`
+    of the CPUs while it was timed (a steady but inflated time: the Compare table gives it no star)."""
+    why = []
+    seconds = [s for s in seconds if s is not None]
+    if len(seconds) >= 2 and min(seconds) > 0 and max(seconds) > NOISY_SPREAD * min(seconds):
+        why.append(f"the timed runs spread {min(seconds) * 1e3:.3f}-{max(seconds) * 1e3:.3f} ms "
+                   f"(slowest {max(seconds) / min(seconds):.1f}x the fastest)")
+    if others_share is not None and others_share > NOISY_OTHERS:
+        why.append(f"other processes used {others_share:.0%} of the CPUs while it was timed")
+    return "; ".join(why) or None
 
 
 def time_calls(call, device: torch.device, runs: int) -> list[float]:
