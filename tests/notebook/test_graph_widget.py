@@ -56,7 +56,7 @@ def test_a_large_graphs_window_moves_by_half_a_window_and_stops_at_the_ends():
     trace = trace_lab.last_traces(jfn)[-1]
     from trace_lab.report.graph import before_after_data
 
-    before, after = before_after_data(trace, trace)
+    before, after = before_after_data(trace, trace, overview=False)  # the detailed picture, windowed
     assert before["shown_range"] is not None, "the chain should be over the node cap"
     view = GraphView()
     view.show({"before": before, "after": after}, (trace, trace))

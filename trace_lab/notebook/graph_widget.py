@@ -12,7 +12,9 @@ The peak and fused regions are marked in the graph itself (:mod:`trace_lab.repor
 
 Large programs: the graph data keeps a window of lines around the peak (``shown_range``); when
 the live traces are at hand, "earlier lines" / "later lines" ask the kernel (a custom message)
-to draw the neighbouring window. Without ``dot`` (or past its timeout) a pane shows the DOT
+to draw the neighbouring window. A graph too large to read at fit comes as its overview (blocks of
+lines, :mod:`trace_lab.report.graph_overview`); a click on a block asks the kernel to open it in that
+pane (its lines as a picture, an overview again if still too large), "◀ back" returns. Without ``dot`` (or past its timeout) a pane shows the DOT
 source and says so; the static report lays such graphs out in the browser instead.
 """
 from __future__ import annotations
@@ -39,7 +41,8 @@ class GraphView(anywidget.AnyWidget):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self._traces = None  # (before, after) live traces, for moving the window
+        self._traces = None  # (before, after) live traces, for moving the window and opening blocks
+        self._back: dict[str, list] = {}  # side -> the panes an opened block replaced
         self.on_msg(self._on_msg)
 
     # -- what to draw ------------------------------------------------------------------------------
@@ -59,14 +62,17 @@ class GraphView(anywidget.AnyWidget):
         return self.panes, self.window, self._traces
 
     def restore(self, snapshot: tuple) -> None:
+        self._back = {}
         self.panes, self.window, self._traces = snapshot[0], snapshot[1], snapshot[2]
 
     def clear(self) -> None:
+        self._back = {}
         self._traces = None
         self.window = {}
         self.panes = []
 
     def _draw(self, before: dict, after: dict) -> None:
+        self._back = {}
         self.panes = [_pane("before", before), _pane("after", after)]
         rng = before.get("shown_range")
         self.window = ({"first": rng[0], "last": rng[1] - 1, "total": before["ops"]}
@@ -87,9 +93,41 @@ class GraphView(anywidget.AnyWidget):
         after = graph_data(trace_after, _focus=set(before["fx_names"]))
         self._draw(before, after)
 
+    # -- the blocks of an overview -----------------------------------------------------------------
+    def open_block(self, side: str, start: int, stop: int) -> None:
+        """Draw lines ``start:stop`` of the ``side`` pane's stage in that pane (a block of its overview)."""
+        k = next((i for i, p in enumerate(self.panes) if p.get("side") == side), None)
+        if k is None:
+            return
+        if self._traces is None:
+            self.selected = ("opening a block needs the run's live traces (a report loaded from JSON has none): "
+                             f"graph_data(trace, line_range=({start}, {stop})) draws it")
+            return
+        from ..report.graph import graph_data
+
+        trace = self._traces[0 if side == "before" else 1]
+        pane = _pane(side, graph_data(trace, line_range=(int(start), int(stop)), overview=None))
+        pane["back"] = True
+        self._back.setdefault(side, []).append(self.panes[k])
+        self.panes = [pane if i == k else p for i, p in enumerate(self.panes)]
+
+    def close_block(self, side: str) -> None:
+        """Back to what the ``side`` pane showed before its last opened block."""
+        if not self._back.get(side):
+            return
+        prev = self._back[side].pop()
+        self.panes = [prev if p.get("side") == side else p for p in self.panes]
+
     def _on_msg(self, _widget, content, _buffers) -> None:
-        if isinstance(content, dict) and content.get("move") in (-1, 1):
+        if not isinstance(content, dict):
+            return
+        if content.get("move") in (-1, 1):
             self.move_window(content["move"])
+        elif isinstance(content.get("open"), dict):
+            o = content["open"]
+            self.open_block(str(o.get("side")), int(o.get("start", 0)), int(o.get("stop", 0)))
+        elif content.get("back") in ("before", "after"):
+            self.close_block(content["back"])
 
 
 def _pane(side: str, data: dict) -> dict:

@@ -40,6 +40,7 @@ import graphviz
 from ..ir.printer import format_bytes
 from ..ir.trace import Trace
 from .dot_render import dot_available, graph_assets_html, graph_html, viz_loader_html
+from .graph_overview import OVERVIEW_NODES
 from .graph_model import (DEFAULT_MAX_NODES, PEAK_COLOR, _cluster_id, _html_label, _plan, _safe_id, dot_escape,
                           input_kind, is_recomputed, live_at_peak)
 
@@ -70,7 +71,8 @@ class TraceDigraph(graphviz.Digraph):
 def trace_graph(trace: Trace, *, highlight_peak: bool = True, collapse_regions: bool | None = None,
                 line_range: tuple[int, int] | None = None, max_nodes: int = DEFAULT_MAX_NODES,
                 materialized_regions: bool | None = None, rankdir: str = "TB",
-                title: str | None = None, _focus: set[str] | None = None) -> TraceDigraph:
+                title: str | None = None, _focus: set[str] | None = None,
+                overview: bool | None = False) -> TraceDigraph:
     """The dataflow graph of ``trace`` as a :class:`TraceDigraph` (a ``graphviz.Digraph``).
 
     ``collapse_regions``: True draws each fused region as one node, False as a
@@ -80,28 +82,48 @@ def trace_graph(trace: Trace, *, highlight_peak: bool = True, collapse_regions: 
     window of lines around the peak line is kept (a window can cut through an
     open region); what was left out is listed in ``.notes`` and in a note node.
     ``materialized_regions`` selects the liveness model (True: the executor runs
-    regions op by op, as the eager executor does). The picture is :func:`graph_data`, drawn
+    regions op by op, as the eager executor does). ``overview`` as in :func:`graph_data`. The picture is
+    :func:`graph_data`, drawn
     by :func:`digraph`.
     """
     return digraph(graph_data(trace, highlight_peak=highlight_peak, collapse_regions=collapse_regions,
                               line_range=line_range, max_nodes=max_nodes, materialized_regions=materialized_regions,
-                              rankdir=rankdir, title=title, _focus=_focus))
+                              rankdir=rankdir, title=title, _focus=_focus, overview=overview))
 
 
 def graph_data(trace: Trace, *, highlight_peak: bool = True, collapse_regions: bool | None = None,
                line_range: tuple[int, int] | None = None, max_nodes: int = DEFAULT_MAX_NODES,
                materialized_regions: bool | None = None, rankdir: str = "TB",
-               title: str | None = None, _focus: set[str] | None = None) -> dict:
+               title: str | None = None, _focus: set[str] | None = None, overview: bool | None = False) -> dict:
     """The graph :func:`trace_graph` draws, as plain data (JSON-ready): graph, node and edge attributes,
     nodes (``[id, label, attrs]``, labels already escaped), clusters (fused regions: id, attributes,
     nodes), edges (``[src, dst, label]``), the notes on what was left out, and what the picture shows
     (``value_ids``, ``shown_range``, ``collapsed``, ``peak_node_id``, ``live_at_peak_ids``, ``fx_names``;
-    ``kind``, ``stage``, ``ops`` of the trace). :func:`digraph` makes the DOT from it."""
+    ``kind``, ``stage``, ``ops`` of the trace). :func:`digraph` makes the DOT from it.
+
+    ``overview``: False draws the detailed picture; True the overview of :mod:`.graph_overview` (the lines
+    as at most a dozen blocks, one node each; ``blocks`` lists them); None (what the report's views use)
+    the detailed picture while it has at most ``OVERVIEW_NODES`` nodes (collapsing fused regions if that
+    is enough), else the overview, so that the picture stays readable when fitted into a pane."""
     if not isinstance(trace, Trace):
         raise TypeError(f"trace_graph needs a trace_lab Trace, got {type(trace).__name__}")
     if max_nodes < 1:
         raise ValueError(f"max_nodes must be at least 1, got {max_nodes}")
+    if overview is None and line_range is not None and int(line_range[1]) - int(line_range[0]) <= 1:
+        overview = False  # one line: nothing smaller to open
+    if overview is True:
+        return _overview(trace, line_range, materialized_regions, highlight_peak, rankdir, title)
     plan = _plan(trace, materialized_regions, collapse_regions, line_range, max_nodes, highlight_peak, _focus)
+    if overview is None and len(plan.model.nodes) > OVERVIEW_NODES:
+        n_regions = sum(1 for n in trace.ops if n.op == "call_module")
+        if collapse_regions is None and not plan.collapsed and n_regions:
+            collapsed = _plan(trace, materialized_regions, True, line_range, max_nodes, highlight_peak, _focus)
+            if len(collapsed.model.nodes) <= OVERVIEW_NODES:
+                collapsed.notes.insert(0, f"fused regions collapsed to one node each, so that the picture stays "
+                                          f"readable at fit (pass collapse_regions=False to open them)")
+                plan = collapsed
+        if len(plan.model.nodes) > OVERVIEW_NODES:
+            return _overview(trace, line_range, materialized_regions, highlight_peak, rankdir, title)
     model, notes = plan.model, plan.notes
     live = trace.liveness(materialized_regions)
     head = title or f"{trace.kind} · stage '{trace.stage}' · {len(trace.ops)} ops"
@@ -129,8 +151,7 @@ def graph_data(trace: Trace, *, highlight_peak: bool = True, collapse_regions: b
     return {
         "name": _safe_id("trace_", f"{trace.kind}_{trace.stage}"), "kind": trace.kind, "stage": trace.stage,
         "ops": len(trace.ops),
-        "attrs": {"rankdir": rankdir, "newrank": "true", "fontname": "Helvetica", "fontsize": "11", "labelloc": "t",
-                  "label": _html_label([(head, "b"), (peak, "small"), (legend, "small")])},
+        "attrs": _graph_attrs(head, peak, legend, rankdir),
         "node_attrs": {"fontname": "Helvetica", "fontsize": "10", "margin": "0.06,0.03", "height": "0.3"},
         "edge_attrs": {"fontname": "Helvetica", "fontsize": "8", "color": "#6b7280", "fontcolor": "#374151",
                        "arrowsize": "0.6"},
@@ -141,6 +162,47 @@ def graph_data(trace: Trace, *, highlight_peak: bool = True, collapse_regions: b
         "shown_range": list(plan.shown_range) if plan.shown_range is not None else None,
         "collapsed": plan.collapsed, "peak_node_id": model.peak_id,
         "live_at_peak_ids": sorted(model.live_ids), "fx_names": sorted(model.fx_names),
+    }
+
+
+def _graph_attrs(head: str, peak: str, legend: str, rankdir: str) -> dict:
+    return {"rankdir": rankdir, "newrank": "true", "fontname": "Helvetica", "fontsize": "11", "labelloc": "t",
+            "label": _html_label([(head, "b"), (peak, "small"), (legend, "small")])}
+
+
+def _overview(trace: Trace, line_range, materialized_regions, highlight_peak: bool, rankdir: str,
+              title: str | None) -> dict:
+    """:func:`graph_data` of the overview (:mod:`.graph_overview`): one node per block of lines."""
+    from .graph_overview import overview_data
+
+    if line_range is not None:
+        lo, hi = max(0, int(line_range[0])), min(len(trace.ops), int(line_range[1]))
+        if lo >= hi:
+            raise ValueError(f"line_range={tuple(line_range)!r} selects no op; the trace has {len(trace.ops)} ops "
+                             "(line_range is a slice (start, stop) of trace.ops)")
+        line_range = (lo, hi) if (lo, hi) != (0, len(trace.ops)) else None
+    nodes, edges, notes, extra = overview_data(trace, line_range, materialized_regions, highlight_peak)
+    live = trace.liveness(materialized_regions)
+    span = f" · lines {line_range[0]}-{line_range[1] - 1}" if line_range else ""
+    head = title or f"{trace.kind} · stage '{trace.stage}' · {len(trace.ops)} ops{span} · overview"
+    peak = (f"peak {format_bytes(live.peak_above_inputs_bytes)} above inputs at {live.peak_line.name}"
+            if live.peak_line else f"peak {format_bytes(live.peak_above_inputs_bytes)} above inputs at entry")
+    legend = ("one node per block of lines (a fused region is one line) · edges: bytes handed on · "
+              "red: the block holding the peak line · click a block to open it")
+    note = ["notes", _html_label([("overview", "b")] + [(line, "small") for n in notes
+                                                         for line in textwrap.wrap(n, 60)]),
+            {"shape": "note", "style": "filled", "fillcolor": "#fff7ed", "color": "#c2410c"}]
+    return {
+        "name": _safe_id("trace_", f"{trace.kind}_{trace.stage}"), "kind": trace.kind, "stage": trace.stage,
+        "ops": len(trace.ops), "attrs": {**_graph_attrs(head, peak, legend, rankdir), "ranksep": "0.3",
+                                         "nodesep": "0.25"},
+        "node_attrs": {"fontname": "Helvetica", "fontsize": "12", "margin": "0.08,0.04", "height": "0.3"},
+        "edge_attrs": {"fontname": "Helvetica", "fontsize": "10", "color": "#6b7280", "fontcolor": "#374151",
+                       "arrowsize": "0.7"},
+        "nodes": [note] + nodes, "clusters": [], "edges": edges, "notes": list(notes), "value_ids": {},
+        "shown_range": list(line_range) if line_range else None, "collapsed": True,
+        "peak_node_id": extra["peak_node_id"], "live_at_peak_ids": [], "fx_names": [],
+        "overview": True, "blocks": extra["blocks"],
     }
 
 
@@ -173,15 +235,18 @@ def before_after(trace_before: Trace, trace_after: Trace, **options) -> tuple[Tr
     fx node kept its name. If the first graph had to be cut to a window of
     lines, the second is cut to the lines that hold the same fx nodes.
     """
+    options.setdefault("overview", False)
     before, after = before_after_data(trace_before, trace_after, **options)
     return digraph(before), digraph(after)
 
 
 def before_after_data(trace_before: Trace, trace_after: Trace, **options) -> tuple[dict, dict]:
-    """:func:`before_after` as :func:`graph_data` (plain data)."""
+    """:func:`before_after` as :func:`graph_data` (plain data); ``overview`` defaults to None here (the report's
+    views: a picture too large to read at fit is drawn as its overview, each stage on its own)."""
+    options.setdefault("overview", None)
     before = graph_data(trace_before, **options)
     focus = set(before["fx_names"]) if before["shown_range"] is not None and options.get("line_range") is None \
-        else None
+        and not before.get("overview") else None
     after = graph_data(trace_after, _focus=focus, **options)
     return before, after
 

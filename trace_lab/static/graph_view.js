@@ -2,7 +2,9 @@
 // kernel laid out with Graphviz's `dot`, each in a pane that fits it on open; buttons (+, -, fit, 1:1),
 // the wheel (zoom at the cursor) and a drag (pan) move it; a click on a node or a fused region shows its
 // tooltip (op, type, source line) below; "side by side" / "before" / "after" choose the panes; "earlier"
-// / "later" move the window of a large graph (the kernel redraws it).
+// / "later" move the window of a large graph (the kernel redraws it). A graph too large to read at fit
+// comes as an overview of blocks of lines (node ids blk_<start>_<stop>): a click on a block asks the
+// kernel to open it in that pane; "◀ back" returns.
 function el(tag, cls, text) {
   const e = document.createElement(tag);
   if (cls) e.className = cls;
@@ -20,9 +22,23 @@ function tipOf(target) {
   return title ? title.textContent : null;
 }
 
-function makePane(p, height, onTip) {
+function blockOf(target) {
+  const g = target.closest ? target.closest("g.node") : null;
+  const title = g && g.querySelector("title");
+  const m = title && /^blk_(\d+)_(\d+)$/.exec(title.textContent.trim());
+  return m ? [Number(m[1]), Number(m[2])] : null;
+}
+
+function makePane(p, height, onTip, send) {
   const pane = el("div", "tl-gw-pane");
-  pane.appendChild(el("h4", "tl-gw-title", p.title || ""));
+  const head = el("h4", "tl-gw-title", p.title || "");
+  if (p.back) {
+    const back = el("button", "tl-gw-back", "◀ back");
+    back.title = "back to the overview";
+    back.onclick = () => send({ back: p.side });
+    head.prepend(back);
+  }
+  pane.appendChild(head);
   const view = el("div", "tl-gw-view");
   view.style.height = height + "px";
   const stage = el("div", "tl-gw-stage");
@@ -84,6 +100,8 @@ function makePane(p, height, onTip) {
       const hit = document.elementFromPoint(e.clientX, e.clientY);
       const tip = hit ? tipOf(hit) : null;
       if (tip !== null) onTip(tip);
+      const block = hit ? blockOf(hit) : null;
+      if (block) send({ open: { side: p.side, start: block[0], stop: block[1] } });
     }
   });
   return { pane, fit, fitOnce, zoom, actual };
@@ -132,7 +150,7 @@ function render({ model, el: root }) {
     body.dataset.count = String(shown.length);
     panes = shown.map((p) => makePane(p, model.get("height"), (tip) => {
       info.textContent = tip; model.set("selected", tip); model.save_changes();
-    }));
+    }, (msg) => model.send(msg)));
     panes.forEach((p) => body.appendChild(p.pane));
     const w = model.get("window") || {};
     win.style.display = w.total ? "" : "none";
@@ -145,6 +163,7 @@ function render({ model, el: root }) {
   model.on("change:panes", draw);
   model.on("change:mode", draw);
   model.on("change:window", draw);
+  model.on("change:selected", () => { const t = model.get("selected"); if (t) info.textContent = t; });
   draw();
   // a pane in a hidden tab has no size yet: fit it when the widget first becomes visible
   const io = new IntersectionObserver((entries) => {
