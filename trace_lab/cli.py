@@ -100,7 +100,12 @@ def run_notebooks(out: Path, timeout: int) -> list[dict]:
 _INDEX_CSS = ("body{font:14px/1.45 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px;color:#1f2328}"
               "table{border-collapse:collapse;margin:8px 0 20px}th,td{border:1px solid #d0d7de;padding:4px 8px;"
               "text-align:left;vertical-align:top}th{background:#f6f8fa}td.num{text-align:right;white-space:nowrap}"
-              ".bad{color:#b00020;font-weight:600}.ok{color:#1a7f37}small{color:#57606a}")
+              ".bad{color:#b00020;font-weight:600}.ok{color:#1a7f37}small{color:#57606a}"
+              # a table wider than the window scrolls inside its own box, the report column in view
+              ".tl-scroll{overflow-x:auto;max-width:100%}.tl-scroll table{margin:0}"
+              ".tl-scroll tr>:first-child{position:sticky;left:0;z-index:1;background:#fff;box-shadow:1px 0 0 #d0d7de}"
+              ".tl-scroll tr>th:first-child{background:#f6f8fa}"
+              ".tl-scroll td{overflow-wrap:anywhere}.tl-scroll td.wrap{min-width:14em;max-width:32em}")
 _SUMMARY_COLUMNS = ("compile", "first run", "steady state", "vs eager")  # and every "peak ..." row
 
 
@@ -124,12 +129,12 @@ def write_index(out: Path, rows: list[dict], nb_rows: list[dict], meta: dict | N
             continue
         s = r["summary"]
         check = "<span class='ok'>matches eager</span>" if r.get("ok") else "<span class='bad'>differs from eager</span>"
-        cells = [link, e(opts), check] + [f"<td class='num'>{e(str(s.get(k, '')))}</td>" for k in peak_keys + summary_keys]
+        cells = [link, f"<td class='wrap'>{e(opts)}</td>", check] + [f"<td class='num'>{e(str(s.get(k, '')))}</td>" for k in peak_keys + summary_keys]
         files = " · ".join(f'<a href="{e(name)}.{ext}">{ext}</a>' for ext in ("html", "json", "txt"))
         trs.append("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells)
                    + f"<td>{files}</td></tr>")
-    table = ("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>" + "".join(trs) + "</table>"
-             if rows else "<p>no workloads were run</p>")
+    table = ("<div class='tl-scroll'><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>"
+             + "".join(trs) + "</table></div>" if rows else "<p>no workloads were run</p>")
     nb_trs = []
     for r in nb_rows:
         name = r["notebook"]
@@ -137,8 +142,8 @@ def write_index(out: Path, rows: list[dict], nb_rows: list[dict], meta: dict | N
         status = "<span class='ok'>executed</span>" if r["ok"] else f"<span class='bad'>FAILED: {e(str(r['error']))}</span>"
         nb_trs.append(f"<tr><td><a href='{e(stem)}.html'>{e(stem)}</a></td><td>{status}</td>"
                       f"<td><a href='{e(name)}'>{e(name)}</a></td></tr>")
-    notebooks = ("<table><tr><th>notebook (nbconvert HTML)</th><th>status</th><th>executed notebook</th></tr>"
-                 + "".join(nb_trs) + "</table>") if nb_rows else "<p>no notebooks were executed</p>"
+    notebooks = ("<div class='tl-scroll'><table><tr><th>notebook (nbconvert HTML)</th><th>status</th>"
+                 "<th>executed notebook</th></tr>" + "".join(nb_trs) + "</table></div>") if nb_rows else "<p>no notebooks were executed</p>"
     about = " · ".join(f"{e(k)}: {e(str(v))}" for k, v in meta.items())
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>trace_lab reports</title>"
             f"<style>{_INDEX_CSS}</style></head><body><h2>trace_lab headless lab</h2>"

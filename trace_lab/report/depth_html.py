@@ -30,7 +30,8 @@ def saved_html(depth: dict) -> str:
         cells = (r["name"], str(list(r["shape"])), r["dtype"],
                  format_bytes(r["bytes"]) if r["held_by"] == "activation" else "-", r["held_by"],
                  "yes" if r["recomputable"] else "no", r["op"], r["source"] or "")
-        body.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+        body.append("<tr>" + "".join(f"<td class='tl-wrap'>{esc(c)}</td>" if k == len(cells) - 1 else f"<td>{esc(c)}</td>"
+                                     for k, c in enumerate(cells)) + "</tr>")
     n_act = sum(r["held_by"] == "activation" for r in data["rows"])
     total = (f"<p><b>saved activations: {esc(format_bytes(data['activation_bytes']))}</b> in {n_act} tensors, kept "
              "from the forward into the backward (the saved part of the step's peak); inputs the caller holds anyway "
@@ -62,7 +63,8 @@ def diff_html(depth: dict) -> str:
     if changed:
         rows.append(("live bytes after the line, largest changes", ", ".join(
             f"{m['name']} {'+' if m['delta'] > 0 else '-'}{format_bytes(abs(m['delta']))}" for m in changed)))
-    return "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows) + "</table>"
+    return ("<div class='tl-scroll'><table>" + "".join(f"<tr><th>{esc(k)}</th><td class='tl-wrap'>{esc(v)}</td></tr>"
+                                                       for k, v in rows) + "</table></div>")
 
 
 def regions_html(depth: dict) -> str:

@@ -47,13 +47,21 @@ _BASE_CSS = """
 .tl-report{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:13px;color:#1f2328}
 .tl-report table{border-collapse:collapse;margin:4px 0}
 .tl-report td,.tl-report th{border:1px solid #d0d7de;padding:2px 6px;text-align:left;vertical-align:top}
+.tl-report{max-width:100%;min-width:0;box-sizing:border-box}
 .tl-report .tl-scroll{overflow-x:auto;max-width:100%}
+.tl-report .tl-scroll>table{margin:0}
 .tl-report table.tl-compare{font-size:12px}
 .tl-report table.tl-compare td{white-space:nowrap}
 .tl-report table.tl-compare th{white-space:nowrap;vertical-align:bottom;font-size:11px;line-height:1.2}
-.tl-report table.tl-compare tr>:first-child{position:sticky;left:0;z-index:1;background:#fff;max-width:22em;
-  overflow:hidden;text-overflow:ellipsis;box-shadow:1px 0 0 #d0d7de}
-.tl-report table.tl-compare tr>th:first-child{background:#f6f8fa}
+.tl-report .tl-scroll table tr>:first-child{position:sticky;left:0;z-index:1;background:#fff;box-shadow:1px 0 0 #d0d7de}
+.tl-report table.tl-compare tr>:first-child{white-space:normal;overflow-wrap:anywhere;min-width:9em;max-width:16em}
+.tl-report .tl-scroll table tr>th:first-child{background:#f6f8fa}
+.tl-report .tl-scroll table tr>td.tl-best:first-child{background:#dafbe1}
+.tl-report td.tl-wrap,.tl-report table.tl-compare td.tl-wrap{white-space:normal;overflow-wrap:anywhere;min-width:12em;max-width:36em}
+.tl-report svg.tl-timeline{max-width:100%;height:auto}
+.tl-report table{line-height:1.3}
+.tl-report p,.tl-report li,.tl-report .tl-placeholder{overflow-wrap:anywhere}
+.tl-lab,.tl-lab .widget-tab,.tl-lab .widget-box,.tl-lab .widget-html,.tl-lab .widget-html-content{min-width:0;max-width:100%}
 .tl-report th{background:#f6f8fa;font-weight:600}
 .tl-report td.tl-num{text-align:right;font-variant-numeric:tabular-nums}
 .tl-report td.tl-best{background:#dafbe1;font-weight:600}

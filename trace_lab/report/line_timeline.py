@@ -70,17 +70,17 @@ def timeline_html(report) -> str:
         return (f'<p>{esc(data.get("note") or "no line was timed")}.</p>'
                 + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0)))
     lines = sorted(data["lines"], key=lambda ln: -(ln["device_us"] if device else ln["host_us"]))
-    top = "".join(f"<tr><td>{esc(ln['kind'])} #{ln['program']}</td><td><code>{esc(ln['label'])}</code></td>"
+    top = "".join(f"<tr><td>{esc(ln['kind'])} #{ln['program']}</td><td class='tl-wrap'><code>{esc(ln['label'])}</code></td>"
                   f"<td class='tl-num'>{ln['host_us']:,.1f}</td>"
                   + (f"<td class='tl-num'>{ln['device_us']:,.1f}</td>" if device else "")
-                  + f"<td>{esc(ln['source'] or '')}</td></tr>" for ln in lines[:15])
+                  + f"<td class='tl-wrap'>{esc(ln['source'] or '')}</td></tr>" for ln in lines[:15])
     sums: dict[str, list[float]] = {}
     for ln in data["lines"]:
         acc = sums.setdefault(ln["source"] or "(no source line)", [0.0, 0.0])
         acc[0] += ln["host_us"]
         acc[1] += ln["device_us"]
     by_source = sorted(sums.items(), key=lambda kv: -(kv[1][1] if device else kv[1][0]))[:10]
-    src = "".join(f"<tr><td><code>{esc(k)}</code></td><td class='tl-num'>{h:,.1f}</td>"
+    src = "".join(f"<tr><td class='tl-wrap'><code>{esc(k)}</code></td><td class='tl-num'>{h:,.1f}</td>"
                   + (f"<td class='tl-num'>{d:,.1f}</td>" if device else "") + "</tr>" for k, (h, d) in by_source)
     dev_head = "<th>device us</th>" if device else ""
     lanes = "device: host lane = each line's range, device lane = its kernels" if device else \
@@ -88,6 +88,6 @@ def timeline_html(report) -> str:
     return (f"<p>Every line of one more call, timed under torch.profiler ({esc(lanes)}). "
             "<code>trace_lab.profile_lines(jfn, x).export_chrome_trace(path)</code> writes the same call for "
             "Perfetto.</p>" + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0))
-            + f"<h5>slowest lines</h5><table><tr><th>part</th><th>line</th><th>host us</th>{dev_head}<th>source</th>"
-            f"</tr>{top}</table><h5>per source line</h5><table><tr><th>source</th><th>host us</th>{dev_head}</tr>"
-            f"{src}</table>")
+            + f"<h5>slowest lines</h5><div class='tl-scroll'><table><tr><th>part</th><th>line</th><th>host us</th>"
+            f"{dev_head}<th>source</th></tr>{top}</table></div><h5>per source line</h5><div class='tl-scroll'><table>"
+            f"<tr><th>source</th><th>host us</th>{dev_head}</tr>{src}</table></div>")
