@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NVFUSER_WHEELS = {"nvfuser-cu126-torch210", "nvfuser-cu128-torch210", "nvfuser-cu130-torch210"}
-PYPI_TORCH = {"torch==2.10.*": "2.10.0\n12.8", "torch==2.13.0": "2.13.0\n13.0"}  # version, torch.version.cuda
+PYPI_TORCH = {"torch==2.10.*": "2.10.0+cu128\n12.8", "torch==2.13.0": "2.13.0\n13.0"}  # version, torch.version.cuda
 
 
 @pytest.fixture
@@ -174,7 +174,7 @@ def test_on_pypi_alone_a_cuda_13_machine_gets_pypis_torch_210_and_its_wheel_in_o
     assert installs(calls) == [
         "torch==2.10.* --index-url https://download.pytorch.org/whl/cu130 --timeout 20 --retries 1",  # no answer
         "torch==2.10.*", "-e .[lab,test]", "nvfuser-cu128-torch210"]
-    assert lines == ["[dev.py] nvFuser: nvfuser-cu128-torch210 installed for torch 2.10.0, and a fusion ran; "
+    assert lines == ["[dev.py] nvFuser: nvfuser-cu128-torch210 installed for torch 2.10.0+cu128, and a fusion ran; "
                      "executor 'auto' uses it (torch 2.10, the newest torch with nvFuser wheels: "
                      "https://download.pytorch.org/whl/cu130 did not answer, so PyPI's, its CUDA 12.8 build, which "
                      "this driver runs (driver CUDA 13.0, Python 3.12); TRACE_LAB_NVFUSER=0: torch==2.13.0 with "
