@@ -76,13 +76,17 @@ kernel_session().clear()
 _, (t0s, a) = workloads.get("memory_peak").make("cpu", "small")"""
 TRACED = """%%thunder_trace --fusion none --compare --name {name} --runs 3{extra}
 out = workloads.memory_peak_efficient_func(t0s, a)"""
+# what native code left in C's buffered streams (kineto's USDT lines) reaches a cell when they are flushed
+FLUSH = """import ctypes, time
+ctypes.CDLL(None).fflush(None)
+time.sleep(1)  # the kernel forwards fd 2 to the cell from a thread"""
 READ = """from trace_lab.report.table import best_rows
 rows = kernel_session().rows()
 best = best_rows(rows)
-print(json.dumps({"rows": [{k: r[k] for k in ("run", "steady_ms", "steady_min_ms", "steady_max_ms", "steady_noisy")}
+print(json.dumps({"rows": [{k: r.get(k) for k in ("run", "steady_ms", "steady_min_ms", "steady_max_ms", "steady_noisy")}
                            for r in rows],
                   "starred": sorted(best.get("steady_ms", ())),
-                  "summary": [r.report.steady_text() for r in kernel_session().runs]}))"""
+                  "summary": [dict(r.report.summary_rows())["steady state"] for r in kernel_session().runs]}))"""
 
 
 def _burners():
@@ -96,7 +100,7 @@ def executed(tmp_path_factory):
     from nbformat.v4 import new_code_cell, new_notebook
 
     cells = [SETUP, TRACED.format(name="first", extra=""), TRACED.format(name="second", extra=""),
-             TRACED.format(name="profiled", extra=" --profile"), READ]
+             TRACED.format(name="profiled", extra=" --profile"), FLUSH, READ]
     nb = new_notebook(cells=[new_code_cell(c) for c in cells])
     busy: list = []
 
@@ -136,9 +140,12 @@ def test_first_run_is_not_disturbed_or_is_flagged_noisy(executed):
     within = first["steady_ms"] <= 1.5 * second["steady_ms"]
     flagged = bool(first["steady_noisy"]) and 0 not in data["starred"] and "NOISY" in data["summary"][0]
     assert within or flagged, (
-        f"first run {first['steady_ms']:.2f} ms ({first['steady_min_ms']:.2f}-{first['steady_max_ms']:.2f}) vs "
+        f"first run {first['steady_ms']:.2f} ms ({first['steady_min_ms']}-{first['steady_max_ms']}) vs "
         f"the identical second {second['steady_ms']:.2f} ms, not flagged noisy (starred: {data['starred']}; "
         f"summary: {data['summary'][0]!r})")
+    # the first cell was timed while a busy process ran on every CPU: whatever its time, it is flagged noisy
+    # (without the flag, a machine that was busy all along gave two equally inflated times "within 1.5x")
+    assert flagged, f"the first run, timed beside {os.cpu_count()} busy processes, is not flagged: {data}"
     for row, summary in zip(data["rows"], data["summary"]):  # the spread is shown: min <= median <= max
         assert row["steady_min_ms"] <= row["steady_ms"] <= row["steady_max_ms"]
         assert f"median of 3, {row['steady_min_ms']:.3f}-{row['steady_max_ms']:.3f} ms" in summary
@@ -146,7 +153,7 @@ def test_first_run_is_not_disturbed_or_is_flagged_noisy(executed):
 
 
 def test_no_profiler_warning_reaches_a_cells_stderr(executed):
-    for cell in executed.cells[1:4]:
+    for cell in executed.cells[1:5]:
         errors = [o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream"
                   and o.get("name") == "stderr"]
         assert not errors, f"{cell.source.splitlines()[0]!r} wrote to stderr: {''.join(errors)[:500]}"

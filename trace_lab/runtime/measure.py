@@ -41,6 +41,17 @@ def _is_profiler_noise(line: str) -> bool:
     return not line.strip() or any(word in line for word in PROFILER_NOISE)
 
 
+def _flush_c_streams() -> None:
+    """fflush(NULL): kineto writes its USDT lines through a buffered C stream, which otherwise empties into
+    fd 2 much later (a later cell showed them, five at a time in notebook 06)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to ask (Windows): nothing buffered that we know of
+        pass
+
+
 @contextlib.contextmanager
 def profiler_stderr():
     """Around a profiler session the lab runs: what native code writes to fd 2 meanwhile (kineto's USDT
@@ -54,6 +65,7 @@ def profiler_stderr():
 
     try:
         sys.stderr.flush()
+        _flush_c_streams()
         saved = os.dup(2)
     except (OSError, ValueError, AttributeError):  # no real fd 2 (embedded interpreters)
         yield
@@ -70,6 +82,7 @@ def profiler_stderr():
             sys.stderr.flush()
         except (OSError, ValueError, AttributeError):
             pass
+        _flush_c_streams()  # kineto's lines sit in a C stdio buffer: flushed later they would reach the cell
         os.dup2(saved, 2)
         os.close(saved)
         sink.seek(0)
