@@ -17,7 +17,8 @@ OLDEST = (2, 10)
 TESTED = {
     (2, 10): "Thunder's tests in CI (dev.py test --thunder, lightning-thunder 0.2.6); the CPU suite "
              "(benchmarks/results/2026-11-26-cpu-torch210-suite-66599c0.txt.gz: mostly one difference, fixed in "
-             "645bd6c; AOTAutograd keeps a backward's incoming gradient referenced, as on 2.11); dev.py's torch "
+             "645bd6c, the rest not yet triaged; AOTAutograd keeps a backward's incoming gradient referenced, as on "
+             "2.11); dev.py's torch "
              "on a GPU machine, with nvFuser (the "
              "newest torch with nvFuser wheels; not yet run on a GPU)",
     (2, 11): "GPU tests and benchmarks (H100/H200, CUDA 13); the CPU suite with known failures "
