@@ -141,3 +141,45 @@ def test_small_graphs_are_drawn_in_full():
     before, after = before_after_data(t0, t1)
     assert not before.get("overview") and not after.get("overview")
     assert before["shown_range"] is None and any(n[0].startswith("n_") for n in before["nodes"])
+
+
+@needs_dot
+@pytest.mark.browser
+def test_the_static_reports_graph_shows_legible_labels_at_fit(tmp_path):
+    """``Report.save_html`` of a 400-op chain in Chromium: at fit the overview's block labels are drawn
+    at least 8 px tall (the detailed strip drew them under 1 px)."""
+    pytest.importorskip("playwright.sync_api")
+    import os
+
+    import torch
+    from playwright.sync_api import sync_playwright
+
+    if not os.path.exists("/usr/bin/chromium"):
+        pytest.skip("needs /usr/bin/chromium")
+
+    def chain(x):
+        for _ in range(200):
+            x = torch.sin(x) * 1.01
+        return x
+
+    report = trace_lab.inspect(chain, torch.randn(8, 8), fusion="none", executor="eager", runs=0)
+    path = tmp_path / "chain.html"
+    report.save_html(str(path))
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium",
+                                    args=["--headless", "--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(path.as_uri())
+            page.locator(".tl-tabs > label", has_text="Graph").first.click()
+            graph = page.locator(".tl-graph").first
+            graph.locator("svg g.node").first.wait_for(timeout=30_000)
+            page.wait_for_timeout(300)
+            nodes = graph.evaluate("""g => Array.from(g.querySelectorAll('svg g.node')).filter(n =>
+                n.querySelector('text')).map(n => [(n.querySelector('title') || {}).textContent || '',
+                n.querySelector('text').getBoundingClientRect().height])""")
+        finally:
+            browser.close()
+    heights = sorted(h for _, h in nodes)
+    assert heights and heights[len(heights) // 2] >= 8, f"node labels drawn {heights[len(heights) // 2]:.1f} px tall at fit"
+    assert any(name.startswith("blk_") for name, _ in nodes), "the static graph is not the overview"

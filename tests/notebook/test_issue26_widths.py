@@ -5,8 +5,8 @@ Browser part (JupyterLab 4, Chromium at 1400x1000, as the issue's screenshots): 
 traced training step twice as ``--compare`` cells with long run names, the second with other fusion
 options and an eager ``--baseline`` (so Compare has several rows and more columns than the panel holds),
 ``--profile`` (so the Timeline has lines) and ``--fusion dataflow`` (so Diff and Regions have content). On the second output, for each of
-Compare, Saved, Diff, Regions and Timeline: the output area is no wider than its cell's input (the
-notebook does not scroll sideways), the tab's area lies inside the output area, no element
+Compare, Saved, Diff, Regions and Timeline: the output area ends inside the notebook panel's visible
+width and no further right than its cell's input (the notebook does not scroll sideways), the tab's area lies inside the output area, no element
 sticks out past the output area unless a scrolling box (``overflow-x: auto``) that itself fits clips
 it, and no element inside the report hides content (``overflow: hidden`` with content wider than it).
 A wrapper whose table is wider than it (Compare) scrolls: ``scrollWidth > clientWidth``, and when it
@@ -73,8 +73,9 @@ FITS = """(area) => {
     return res;
   });
   const inp = area.closest('.jp-Cell').querySelector('.jp-InputArea').getBoundingClientRect();
+  const panel = (area.closest('.jp-WindowedPanel-outer') || area.closest('.jp-Notebook')).getBoundingClientRect();
   return {out: [o.left, o.right], area: [a.left, a.right], outScroll: [out.scrollWidth, out.clientWidth],
-          cell: [inp.left, inp.right],
+          cell: [inp.left, inp.right], panel: [panel.left, Math.min(panel.right, window.innerWidth)],
           sticking: sticking.slice(0, 12), hiding: hiding.slice(0, 12), scrolls};
 }"""
 
@@ -117,6 +118,9 @@ def test_every_tab_fits_the_output_area_and_wide_tables_scroll_inside(tmp_path):
                 page.screenshot(path=str(ARTIFACTS / f"issue26_{title.lower()}.png"))
                 if got["area"][1] > got["out"][1] + 1 or got["area"][0] < got["out"][0] - 1:
                     problems.append(f"{title}: the tab ({got['area']}) is wider than the output area ({got['out']})")
+                if got["out"][1] > got["panel"][1] + 1:  # the output grew past the notebook's visible width
+                    problems.append(f"{title}: the output area ({got['out']}) reaches past the notebook panel "
+                                    f"({got['panel']}): the notebook scrolls sideways")
                 if got["out"][1] > got["cell"][1] + 2:  # the output grew past its cell: the notebook scrolls
                     problems.append(f"{title}: the output area ({got['out']}) is wider than its cell ({got['cell']})")
                 if got["outScroll"][0] > got["outScroll"][1] + 1:
