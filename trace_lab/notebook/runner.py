@@ -106,12 +106,22 @@ def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
         outputs.append(out)
         return None
 
+    from ..runtime.measure import NOTEBOOK_SETTLE_SECONDS, settling
+
     given = {n: getattr(options, n) for n in names("cell") if n in names("inspect")}
-    with _reporting(progress):
+    # the front end renders the last outputs while this cell runs (Run All): timing waits for it to finish; not
+    # in a --nproc rank, whose timed runs meet the other ranks' at every collective
+    with _reporting(progress), settling(0.0 if _in_process_group() else NOTEBOOK_SETTLE_SECONDS):
         report = trace_lab.inspect(fn, *args, **given, measure_memory=options.runs > 0, backward=None,
                                    loss=keep_output, name=label, progress=progress,
                                    measure_step=bool(options.baseline))  # the figure --baseline peers have
     return report, (dict(outputs[-1]) if outputs and isinstance(outputs[-1], dict) else {})
+
+
+def _in_process_group() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
 
 
 @contextlib.contextmanager

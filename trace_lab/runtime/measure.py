@@ -23,7 +23,7 @@ import time
 
 import torch
 
-__all__ = ["undisturbed", "timing_active", "settle", "OtherLoad", "profiler_stderr", "NOISY_SPREAD", "NOISY_OTHERS", "measure_peak", "measure_peak_handing_over", "CpuMemoryWindows", "synchronize", "time_calls", "time_host_device", "CallTimes", "HOST_BOUND_RATIO"]
+__all__ = ["undisturbed", "timing_active", "settle", "settling", "OtherLoad", "profiler_stderr", "NOISY_SPREAD", "NOISY_OTHERS", "measure_peak", "measure_peak_handing_over", "CpuMemoryWindows", "synchronize", "time_calls", "time_host_device", "CallTimes", "HOST_BOUND_RATIO"]
 
 
 # what the profiler's native side prints on fd 2 around and during a session the lab runs: noise to a student
@@ -156,13 +156,31 @@ class OtherLoad:
 
 
 QUIET_SHARE = 0.15  # other processes below this share of the CPUs: quiet enough to time
-SETTLE_MAX_SECONDS = 3.0  # how long timing waits for the machine to be quiet (then it times, and says so)
+# how long timing waits for the machine to be quiet (then it times, and says so): 0 in scripts and tests (no front
+# end renders beside them; a busy CI machine would add the whole wait to every run), NOTEBOOK_SETTLE_SECONDS in a
+# notebook cell (:func:`settling`, set by trace_lab.notebook.runner.inspect_cell)
+SETTLE_MAX_SECONDS = 0.0
+NOTEBOOK_SETTLE_SECONDS = 3.0
 
 
-def settle(max_seconds: float = SETTLE_MAX_SECONDS, window: float = 0.1) -> float | None:
+@contextlib.contextmanager
+def settling(seconds: float = NOTEBOOK_SETTLE_SECONDS):
+    """Within the block, timing waits up to ``seconds`` for other processes to go quiet (:func:`settle`)."""
+    global SETTLE_MAX_SECONDS
+    before, SETTLE_MAX_SECONDS = SETTLE_MAX_SECONDS, seconds
+    try:
+        yield
+    finally:
+        SETTLE_MAX_SECONDS = before
+
+
+def settle(max_seconds: float | None = None, window: float = 0.1) -> float | None:
     """Wait (at most ``max_seconds``) until other processes use less than :data:`QUIET_SHARE` of the CPUs over
     ``window`` seconds: under Run All the front end is still rendering the last outputs when the next cell's
     timing starts. Returns the last share seen (None where it cannot be read)."""
+    max_seconds = SETTLE_MAX_SECONDS if max_seconds is None else max_seconds
+    if max_seconds <= 0:
+        return None
     deadline = time.perf_counter() + max_seconds
     share = None
     while True:
