@@ -72,6 +72,14 @@ def test_06_where_the_time_goes(executed):
     prose = _md(nb, "What to look for")
     quotes(prose, "its 3 lines", "more than three quarters of the time", "takes less than either", "its 120 lines",
            "more than a thousand times less")
+    # issue 26 item 4: not "each costs the same" while one line took 14,247 us; the median line, how many lines lie
+    # near it and the slowest are printed, and the prose says what they show
+    spread = re.findall(r"^  median line ([\d,.]+) us; (\d+) of (\d+) lines within 3x of it; slowest line ([\d,]+) us",
+                        out, re.M)
+    near, lines = int(spread[0][1]), int(spread[0][2])
+    assert lines == 120 and near >= 0.75 * lines, f"tiny_chain: only {near} of 120 lines within 3x of the median"
+    quotes(prose, "most of them cost about the same few microseconds", "at least three quarters of the lines within "
+           "3x of it", "One line can take far longer (the slowest line above")
     # per source line: all 120 lines of tiny_chain from one line of its code
     by_source = _stdout(_code(nb, "prof.by_source()"))
     assert re.findall(r"^tiny_chain: (\d+) trace lines from  (.*)$", by_source, re.M) == [
