@@ -13,6 +13,9 @@ A wrapper whose table is wider than it (Compare) scrolls: ``scrollWidth > client
 is scrolled to the end the run column's left edge stays where it was (``position: sticky``) and the
 last column comes into view.
 
+Then the Graph tab of a third cell (a 300-op chain, item 5): its overview fits each pane at scale >= 0.3,
+a click on a block opens that block's ops in the pane, "◀ back" returns.
+
 Static part (no browser): the headless index table (``trace_lab.cli.write_index``) and the report's
 tables are wrapped in a scroll box and their CSS says so.
 """
@@ -35,6 +38,8 @@ CELLS = [
     f"%%thunder_trace --fusion dataflow --no-fusion-cache --baseline eager --compare --profile --runs 1 "
     f"--name {LONG_B}\n"
     "loss = (torch.tanh(x @ w1) * 2 + 1).relu().matmul(w2).sum()\nloss.backward()",
+    # item 5 in the live Graph tab: a 300-op chain opens as its overview; a click on a block opens it
+    "%%thunder_trace --fusion none --runs 0 --name chain\ny = x\nfor _ in range(150):\n    y = torch.sin(y) * 1.01",
     "print('all ' + 'cells ran')",
 ]
 
@@ -103,7 +108,7 @@ def test_every_tab_fits_the_output_area_and_wide_tables_scroll_inside(tmp_path):
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
             page.get_by_text("all cells ran").wait_for(timeout=240_000)
             outputs = page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab"))
-            expect(outputs).to_have_count(2)
+            expect(outputs).to_have_count(3)
             view = outputs.nth(1)
             problems = []
             for title, cls in (("Compare", "tl-compare-area"), ("Saved", "tl-saved-area"), ("Diff", "tl-diff-area"),
@@ -142,6 +147,26 @@ def test_every_tab_fits_the_output_area_and_wide_tables_scroll_inside(tmp_path):
                     problems.append(f"Compare: expected the two-run table to be wider than the panel "
                                     f"(scrolling inside its box): {got['scrolls']}")
             assert not problems, "\n".join(problems)
+
+            # the chain's Graph tab: the overview fits each pane at a readable scale; a click opens a block
+            chain = outputs.nth(2)
+            chain.locator(".lm-TabBar-tab", has_text="Graph").first.click()
+            after = chain.locator(".tl-gw-pane").nth(1)
+            after.locator("svg g.node").first.wait_for(timeout=60_000)
+            page.wait_for_timeout(300)
+            scales = [float(chain.locator(".tl-gw-pane").nth(k).get_attribute("data-scale")) for k in (0, 1)]
+            assert min(scales) >= 0.3, f"the overview opens at scale {scales}"
+            block = after.locator("g.node").filter(has=page.locator("title", has_text=re.compile(r"^blk_")))
+            assert block.count() >= 2, "the chain's graph is not an overview of blocks"
+            block.nth(1).click()
+            back = chain.locator(".tl-gw-pane").nth(1).locator(".tl-gw-back")
+            back.wait_for(timeout=60_000)
+            opened = chain.locator(".tl-gw-pane").nth(1)
+            assert opened.locator("svg g.node title", has_text=re.compile(r"^n_")).count() >= 2, \
+                "the opened block does not show its ops"
+            page.screenshot(path=str(ARTIFACTS / "issue26_graph_block.png"))
+            back.click()
+            expect(chain.locator(".tl-gw-back")).to_have_count(0, timeout=30_000)
 
 
 def test_static_tables_scroll_inside_their_box_and_the_index_fits_the_window(tmp_path):
