@@ -308,6 +308,9 @@ def check_wait_sorting(nb):
         text = unescape(re.sub(r"<[^>]+>", "", html))
         assert re.search(r"rank 0\s*first run", text) and re.search(r"rank 1\s*first run", text)
         assert "NOT written back" in text and "gather hidden" in text and "all_gather_into_tensor" in text
+        # issue 26 item 4: the timeline's high-water mark (inputs included) is named, not a bare "peak" beside
+        # the Summary's peaks above inputs
+        assert "high-water incl. inputs" in text and not re.search(r"gather hidden\s+peak\b", text)
     table = next(_stdout(c) for c in nb.cells if c.cell_type == "code" and "gather_distance(unsorted)" in c.source)
     rows = [ln.split() for ln in table.splitlines()[1:] if ln.strip()]
     assert len(rows) == 15 and all(r[1] == "0" for r in rows) and all(int(r[2]) > 0 for r in rows)
