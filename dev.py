@@ -253,6 +253,9 @@ def run(cmd: list[str], **kw) -> int:
     # the checkout first, then what the caller had on PYTHONPATH (the GPU machine's recipe puts nvFuser there)
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+    # the lab's kernels: OpenMP threads sleep at a barrier instead of spinning, so a busy front end does not
+    # multiply a small program's time (issue 26 item 3); a caller's own setting wins
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return subprocess.run(cmd, cwd=ROOT, env=env, **kw).returncode
 
 

@@ -61,8 +61,13 @@ def execute_notebook(nb, workdir: Path, timeout: int):
     No widget state is stored with it: nbconvert (and GitHub) then show each output's static text/html;
     with the state saved, nbconvert picks the widget view, which needs require.js and a CDN and is blank
     offline (issue 18 item 3)."""
+    import os
+
     from nbclient import NotebookClient
 
+    # the kernel's OpenMP threads sleep at a barrier instead of spinning: on a busy machine (the front end
+    # rendering the last outputs) spinning threads made a 15 ms program time at 0.5-1 s (issue 26 item 3)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
                    resources={"metadata": {"path": str(workdir)}}).execute()
     return nb
