@@ -35,43 +35,29 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results"
 MARKERS = "gpu or teaching"
 
 
 def environment() -> dict:
+    """What the check ran on (benchmarks/_results.py's helpers), and why nvFuser is missing where it is."""
     import torch
 
-    nvfuser, why = None, None
-    try:
-        from importlib.metadata import distributions
+    from benchmarks._results import git_commit, package_version
 
-        nvfuser = next((f"{d.metadata['Name']} {d.version}" for d in distributions()
-                        if (d.metadata["Name"] or "").lower().startswith("nvfuser")), None)
+    why = None
+    try:
         import nvfuser_direct  # noqa: F401
-
-        nvfuser = nvfuser or f"nvfuser_direct {getattr(nvfuser_direct, '__version__', '?')}"
     except Exception as e:  # noqa: BLE001 - recorded: the check goes on with Inductor and eager
-        nvfuser, why = None, f"{type(e).__name__}: {e}"
-    return {"commit": commit(), "date": datetime.date.today().isoformat(),
+        why = f"{type(e).__name__}: {e}"
+    head = git_commit(str(ROOT))
+    commit = (head["commit"] or "unknown") + ("+dirty" if head["dirty"] else "")
+    return {"commit": commit, "date": datetime.date.today().isoformat(),
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
-            "torch": torch.__version__, "cuda": torch.version.cuda, "nvfuser": nvfuser, "nvfuser_missing": why,
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "nvfuser": None if why else package_version("nvfuser"), "nvfuser_missing": why,
             "python": platform.python_version(), "host_cores": os.cpu_count()}
-
-
-def commit() -> str:
-    """The checkout's commit (``TRACE_LAB_COMMIT`` where the tree was copied without .git), '+dirty' if changed."""
-    if os.environ.get("TRACE_LAB_COMMIT"):
-        return os.environ["TRACE_LAB_COMMIT"]
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
-        return head + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        marker = ROOT / ".commit"  # written beside a copied tree by whoever copied it
-        return marker.read_text().strip() if marker.exists() else "unknown"
 
 
 def group_of(nodeid: str) -> str:
