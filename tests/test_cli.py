@@ -37,3 +37,26 @@ def test_unknown_workload_is_reported_and_fails_the_run(tmp_path):
     assert rc == 1
     index = json.loads((tmp_path / "index.json").read_text())
     assert "unknown workload 'nope'" in index["workloads"][0]["error"]
+
+
+def test_executed_notebooks_say_their_slowest_cell(tmp_path):
+    """Issue 26 item 4: each cell of a teaching notebook should finish within a minute on a 2-core CPU; the
+    headless lab reads nbclient's per-cell timing and its index names the slowest cell, marked when over."""
+    import nbformat
+
+    from trace_lab.cli import SLOW_CELL_SECONDS, cell_seconds, write_index
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# t"), nbformat.v4.new_code_cell("1"),
+                                         nbformat.v4.new_code_cell("2"), nbformat.v4.new_code_cell("3")])
+    nb.cells[1].metadata["execution"] = {"iopub.execute_input": "2026-11-26T10:00:00.000000Z",
+                                         "shell.execute_reply": "2026-11-26T10:00:02.500000Z"}
+    nb.cells[2].metadata["execution"] = {"iopub.execute_input": "2026-11-26T10:00:03.000000Z",
+                                         "shell.execute_reply": "2026-11-26T10:01:15.250000Z"}
+    assert cell_seconds(nb) == [(1, 2.5), (2, 72.25)]  # the unexecuted cell 3 has no timing
+    write_index(tmp_path, [], [{"notebook": "a.ipynb", "ok": True, "error": None,
+                                "slowest_cell": {"index": 2, "seconds": 72.25}},
+                               {"notebook": "b.ipynb", "ok": True, "error": None,
+                                "slowest_cell": {"index": 4, "seconds": 12.0}}])
+    page = (tmp_path / "index.html").read_text()
+    assert "cell 2: 72.2 s <span class='bad'>(over 60 s)</span>" in page and SLOW_CELL_SECONDS == 60
+    assert "cell 4: 12.0 s</td>" in page

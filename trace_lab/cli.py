@@ -73,6 +73,23 @@ def execute_notebook(nb, workdir: Path, timeout: int):
     return nb
 
 
+SLOW_CELL_SECONDS = 60.0  # a teaching notebook's cell should finish within this on a 2-core CPU (issue 26)
+
+
+def cell_seconds(nb) -> list[tuple[int, float]]:
+    """(index, seconds) of each executed code cell, from the timing nbclient records in its metadata."""
+    import datetime
+
+    out = []
+    for i, cell in enumerate(nb.cells):
+        t = cell.get("metadata", {}).get("execution", {})
+        start, end = t.get("iopub.execute_input"), t.get("shell.execute_reply")
+        if cell.cell_type == "code" and start and end:
+            read = lambda s: datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))  # noqa: E731
+            out.append((i, (read(end) - read(start)).total_seconds()))
+    return out
+
+
 def run_notebooks(out: Path, timeout: int) -> list[dict]:
     root = Path(__file__).resolve().parent.parent / "notebooks"
     rows = []
@@ -97,8 +114,12 @@ def run_notebooks(out: Path, timeout: int) -> list[dict]:
         nbformat.write(nb, out / path.name)
         body, _ = HTMLExporter().from_notebook_node(nb)
         (out / (path.stem + ".html")).write_text(body, encoding="utf-8")
-        rows.append({"notebook": path.name, "ok": ok, "error": error})
-        _say(f"notebook {path.name}: {'done' if ok else 'FAILED: ' + str(error)}")
+        cells = cell_seconds(nb)
+        slowest = max(cells, key=lambda c: c[1], default=None)
+        rows.append({"notebook": path.name, "ok": ok, "error": error, "cell_seconds": cells,
+                     "slowest_cell": slowest and {"index": slowest[0], "seconds": round(slowest[1], 2)}})
+        took = f" (slowest cell {slowest[0]}: {slowest[1]:.1f} s)" if slowest else ""
+        _say(f"notebook {path.name}: {'done' if ok else 'FAILED: ' + str(error)}{took}")
     return rows
 
 
@@ -145,10 +166,13 @@ def write_index(out: Path, rows: list[dict], nb_rows: list[dict], meta: dict | N
         name = r["notebook"]
         stem = name.rsplit(".", 1)[0]
         status = "<span class='ok'>executed</span>" if r["ok"] else f"<span class='bad'>FAILED: {e(str(r['error']))}</span>"
+        slow = r.get("slowest_cell")
+        slow_td = "" if not slow else (f"cell {slow['index']}: {slow['seconds']:.1f} s" + (
+            f" <span class='bad'>(over {SLOW_CELL_SECONDS:.0f} s)</span>" if slow["seconds"] > SLOW_CELL_SECONDS else ""))
         nb_trs.append(f"<tr><td><a href='{e(stem)}.html'>{e(stem)}</a></td><td>{status}</td>"
-                      f"<td><a href='{e(name)}'>{e(name)}</a></td></tr>")
+                      f"<td class='num'>{slow_td}</td><td><a href='{e(name)}'>{e(name)}</a></td></tr>")
     notebooks = ("<div class='tl-scroll'><table><tr><th>notebook (nbconvert HTML)</th><th>status</th>"
-                 "<th>executed notebook</th></tr>" + "".join(nb_trs) + "</table></div>") if nb_rows else "<p>no notebooks were executed</p>"
+                 "<th>slowest cell</th><th>executed notebook</th></tr>" + "".join(nb_trs) + "</table></div>") if nb_rows else "<p>no notebooks were executed</p>"
     about = " · ".join(f"{e(k)}: {e(str(v))}" for k, v in meta.items())
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>trace_lab reports</title>"
             f"<style>{_INDEX_CSS}</style></head><body><h2>trace_lab headless lab</h2>"

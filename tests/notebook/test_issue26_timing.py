@@ -65,6 +65,12 @@ def test_noisy_runs_are_flagged_and_never_starred():
                                                                        "steady_noisy": None},
             {"run": "c", "steady_ms": 8.0, "steady_noisy": None}]
     assert best_rows(rows)["steady_ms"] == {2}
+    # the first call (compile included) beside busy processes: neither its time nor the compile's gets the star
+    rows = [{"run": "a", "compile_s": 1.0, "first_run_s": 1.5, "first_run_noisy": "other processes used 90%"},
+            {"run": "b", "compile_s": 2.0, "first_run_s": 2.5, "first_run_noisy": None},
+            {"run": "c", "compile_s": 3.0, "first_run_s": 3.5, "first_run_noisy": None}]
+    best = best_rows(rows)
+    assert best["compile_s"] == {1} and best["first_run_s"] == {1}
 
 
 SETUP = f"""import sys; sys.path.insert(0, {str(ROOT)!r})
@@ -83,9 +89,12 @@ time.sleep(1)  # the kernel forwards fd 2 to the cell from a thread"""
 READ = """from trace_lab.report.table import best_rows
 rows = kernel_session().rows()
 best = best_rows(rows)
-print(json.dumps({"rows": [{k: r.get(k) for k in ("run", "steady_ms", "steady_min_ms", "steady_max_ms", "steady_noisy")}
+print(json.dumps({"rows": [{k: r.get(k) for k in ("run", "steady_ms", "steady_min_ms", "steady_max_ms", "steady_noisy",
+                                                 "first_run_s", "first_run_noisy")}
                            for r in rows],
                   "starred": sorted(best.get("steady_ms", ())),
+                  "first_starred": sorted(best.get("first_run_s", ())),
+                  "first": [dict(r.report.summary_rows())["first run"] for r in kernel_session().runs],
                   "summary": [dict(r.report.summary_rows())["steady state"] for r in kernel_session().runs]}))"""
 
 
@@ -146,6 +155,9 @@ def test_first_run_is_not_disturbed_or_is_flagged_noisy(executed):
     # the first cell was timed while a busy process ran on every CPU: whatever its time, it is flagged noisy
     # (without the flag, a machine that was busy all along gave two equally inflated times "within 1.5x")
     assert flagged, f"the first run, timed beside {os.cpu_count()} busy processes, is not flagged: {data}"
+    # its first call (compile included) ran beside them too: flagged, and no star for it or the compile
+    assert first["first_run_noisy"] and 0 not in data["first_starred"], data
+    assert "NOISY" in data["first"][0], data["first"]
     for row, summary in zip(data["rows"], data["summary"]):  # the spread is shown: min <= median <= max
         assert row["steady_min_ms"] <= row["steady_ms"] <= row["steady_max_ms"]
         assert f"median of 3, {row['steady_min_ms']:.3f}-{row['steady_max_ms']:.3f} ms" in summary

@@ -85,6 +85,38 @@ FITS = """(area) => {
 }"""
 
 
+def tab_problems(title: str, got: dict, expect_wide: bool) -> list[str]:
+    """What is wrong with one tab, from :data:`FITS`'s measurements (empty: it fits). ``expect_wide``: Compare
+    must hold a table wider than the panel (so its scrolling is exercised)."""
+    problems = []
+    if got["area"][1] > got["out"][1] + 1 or got["area"][0] < got["out"][0] - 1:
+        problems.append(f"{title}: the tab ({got['area']}) is wider than the output area ({got['out']})")
+    if got["out"][1] > got["panel"][1] + 1:  # the output grew past the notebook's visible width
+        problems.append(f"{title}: the output area ({got['out']}) reaches past the notebook panel "
+                        f"({got['panel']}): the notebook scrolls sideways")
+    if got["out"][1] > got["cell"][1] + 2:  # the output grew past its cell: the notebook scrolls
+        problems.append(f"{title}: the output area ({got['out']}) is wider than its cell ({got['cell']})")
+    if got["outScroll"][0] > got["outScroll"][1] + 1:
+        problems.append(f"{title}: the output area itself scrolls sideways {got['outScroll']}")
+    if got["sticking"]:
+        problems.append(f"{title}: content past the output area: {got['sticking']}")
+    if got["hiding"]:
+        problems.append(f"{title}: content cut off: {got['hiding']}")
+    for s in got["scrolls"]:
+        if not s["wide"]:
+            continue
+        if s["overflowX"] not in ("auto", "scroll"):
+            problems.append(f"{title}: a wide table's box does not scroll: {s}")
+        if abs(s["firstAfter"] - s["firstBefore"]) > 1 or s["scrolled"] <= 0:
+            problems.append(f"{title}: the run column moved when its box scrolled: {s}")
+        if s["lastRight"] > s["box"][1] + 1:
+            problems.append(f"{title}: the last column cannot be reached: {s}")
+    if expect_wide and title == "Compare" and not any(s["wide"] for s in got["scrolls"]):
+        problems.append(f"Compare: expected the two-run table to be wider than the panel "
+                        f"(scrolling inside its box): {got['scrolls']}")
+    return problems
+
+
 @pytest.mark.browser
 def test_every_tab_fits_the_output_area_and_wide_tables_scroll_inside(tmp_path):
     pytest.importorskip("playwright.sync_api")
@@ -121,31 +153,7 @@ def test_every_tab_fits_the_output_area_and_wide_tables_scroll_inside(tmp_path):
                 page.wait_for_timeout(200)
                 got = area.evaluate(FITS)
                 page.screenshot(path=str(ARTIFACTS / f"issue26_{title.lower()}.png"))
-                if got["area"][1] > got["out"][1] + 1 or got["area"][0] < got["out"][0] - 1:
-                    problems.append(f"{title}: the tab ({got['area']}) is wider than the output area ({got['out']})")
-                if got["out"][1] > got["panel"][1] + 1:  # the output grew past the notebook's visible width
-                    problems.append(f"{title}: the output area ({got['out']}) reaches past the notebook panel "
-                                    f"({got['panel']}): the notebook scrolls sideways")
-                if got["out"][1] > got["cell"][1] + 2:  # the output grew past its cell: the notebook scrolls
-                    problems.append(f"{title}: the output area ({got['out']}) is wider than its cell ({got['cell']})")
-                if got["outScroll"][0] > got["outScroll"][1] + 1:
-                    problems.append(f"{title}: the output area itself scrolls sideways {got['outScroll']}")
-                if got["sticking"]:
-                    problems.append(f"{title}: content past the output area: {got['sticking']}")
-                if got["hiding"]:
-                    problems.append(f"{title}: content cut off: {got['hiding']}")
-                for s in got["scrolls"]:
-                    if not s["wide"]:
-                        continue
-                    if s["overflowX"] not in ("auto", "scroll"):
-                        problems.append(f"{title}: a wide table's box does not scroll: {s}")
-                    if abs(s["firstAfter"] - s["firstBefore"]) > 1 or s["scrolled"] <= 0:
-                        problems.append(f"{title}: the run column moved when its box scrolled: {s}")
-                    if s["lastRight"] > s["box"][1] + 1:
-                        problems.append(f"{title}: the last column cannot be reached: {s}")
-                if title == "Compare" and not any(s["wide"] for s in got["scrolls"]):
-                    problems.append(f"Compare: expected the two-run table to be wider than the panel "
-                                    f"(scrolling inside its box): {got['scrolls']}")
+                problems += tab_problems(title, got, expect_wide=True)
             assert not problems, "\n".join(problems)
 
             # the chain's Graph tab: the overview fits each pane at a readable scale; a click opens a block

@@ -803,6 +803,12 @@ def _spread(row: dict) -> str:
     return out
 
 
+def _first_noise(row: dict) -> str:
+    """The 1st-call cell's noisy flag: other processes competed for the CPUs during the first call."""
+    why = row.get("first_run_noisy")
+    return f' <span class="tl-warn tl-noisy" title="{esc(why)}">noisy</span>' if why else ""
+
+
 def compare_html(rows: list[dict], best: dict[str, set[int]] | None = None) -> str:
     """The Compare table; the best value of each lower-is-better column is marked (class tl-best, a star).
 
@@ -825,7 +831,8 @@ def compare_html(rows: list[dict], best: dict[str, set[int]] | None = None) -> s
             if i in best.get(c, ()):
                 cls.append("tl-best")
             attr = f' class="{" ".join(cls)}"' if cls else ""
-            tds.append(f'<td data-col="{c}"{attr}>{_cell(c, value)}{_spread(r) if c == "steady_ms" else ""}</td>')
+            extra = _spread(r) if c == "steady_ms" else _first_noise(r) if c == "first_run_s" else ""
+            tds.append(f'<td data-col="{c}"{attr}>{_cell(c, value)}{extra}</td>')
         body.append(f'<tr class="tl-row">{"".join(tds)}</tr>')
     every = ", ".join(_OPTION_WORDS[c].format(_cell(c, v)) for c, v in shared.items())
     top = f'<div class="tl-placeholder">every run: {every}</div>' if every else ""
@@ -834,9 +841,9 @@ def compare_html(rows: list[dict], best: dict[str, set[int]] | None = None) -> s
     if any(r.get("step_peak_measured") is not None for r in rows):
         notes.append("whole call: forward and backward of one call together, measured the same way for trace_lab's "
                      "runs and the --baseline peers (which trace nothing: no predicted peaks, kernels or regions)")
-    if any(r.get("steady_noisy") for r in rows):
+    if any(r.get("steady_noisy") or r.get("first_run_noisy") for r in rows):
         notes.append("noisy: the timed runs spread over 1.5x, or other processes competed for the CPUs while they "
-                     "ran (the Summary says which); such a time gets no star")
+                     "(or the first call) ran (the Summary says which); such a time gets no star")
     if best:
         notes.append("&#9733; best (lowest) time or peak of the column")
     note = f'<div class="tl-placeholder">{"; ".join(notes)}</div>'

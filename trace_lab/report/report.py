@@ -114,13 +114,17 @@ class Report:
     peer: str | None = None  # a --baseline peer's name ('eager', 'torch.compile', ...): nothing traced
     # every line of one more call timed (inspect(profile=True): run/line_profile.LineProfile.to_dict())
     line_times: dict | None = None
+    # other processes' share of the CPUs during the first call (compile included): above NOISY_OTHERS the
+    # compile and first-call times are not to be trusted (:meth:`first_run_noise`); None where not measured
+    first_run_others_share: float | None = None
     view: ViewModel = field(default_factory=ViewModel, repr=False)  # what the views show (.view_model)
     jfn: object = field(default=None, repr=False, compare=False)
 
     # -- construction -----------------------------------------------------------------
     @classmethod
     def from_run(cls, jfn, *, name, device, first_run_seconds, steady_seconds, run_seconds, comparison,
-                 measurements, warnings, comm=None, timing=None, step_peak=None, line_times=None) -> "Report":
+                 measurements, warnings, comm=None, timing=None, step_peak=None, line_times=None,
+                 first_run_others_share=None) -> "Report":
         programs = [{"index": p.index, "reason": p.reason, "inputs": p.input_descriptors} for p in jfn.programs]
         passes = executor_s = 0.0
         for pos, _, part in program_parts(jfn):
@@ -148,7 +152,7 @@ class Report:
             comparison=comparison.to_dict() if comparison is not None else None, memory=memory,
             warnings=list(dict.fromkeys(warnings)), created=datetime.datetime.now().isoformat(timespec="seconds"),
             torch_version=torch.__version__, comm=comm, timing=timing, step_peak=step_peak, line_times=line_times,
-            view=build_view(jfn, comm),
+            first_run_others_share=first_run_others_share, view=build_view(jfn, comm),
             jfn=jfn,
         )
 
@@ -206,7 +210,9 @@ class Report:
                 ("fusion", str(self.options.get("fusion"))),
                 ("compile", "{total:.3f} s (capture {capture:.3f}, passes {passes:.3f}, executor {executor:.3f})".format(
                     **self.compile_seconds)),
-                ("first run", f"{self.first_run_seconds:.3f} s"),
+                ("first run", f"{self.first_run_seconds:.3f} s" + (
+                    f"; NOISY: {self.first_run_noise()}, so this time and the compile time are not compared"
+                    if self.first_run_noise() else "")),
                 ("steady state", self.steady_text())]
         if self.timing:
             rows.append(("time per call", _timing_text(self.timing)))
@@ -238,6 +244,16 @@ class Report:
         from ..runtime.measure import timing_noise
 
         return timing_noise(list(self.run_seconds or []), (self.timing or {}).get("others_cpu_share"))
+
+    def first_run_noise(self) -> str | None:
+        """Why the first call's (and so the compile's) time is not to be trusted: other processes used more than
+        ``NOISY_OTHERS`` of the CPUs while it ran (a front end rendering under Run All); or None."""
+        from ..runtime.measure import NOISY_OTHERS
+
+        share = self.first_run_others_share
+        if share is None or share <= NOISY_OTHERS:
+            return None
+        return f"other processes used {share:.0%} of the CPUs during the first call"
 
     def steady_text(self) -> str:
         """'16.110 ms (median of 3, 15.204-18.003 ms)', and 'NOISY: why' when :meth:`timing_noise` says so."""

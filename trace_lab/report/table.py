@@ -7,7 +7,9 @@ Columns (``COLUMNS``): the run's label and options, then
 * ``sort_waits``     - the option, None where it changes nothing (no fsdp, one process: no collectives
   to sort)
 * ``compile_s``      - capture + passes + executor seconds (Report.compile_seconds['total'])
-* ``first_run_s``    - wall time of the first call (compile included)
+* ``first_run_s``    - wall time of the first call (compile included); ``first_run_noisy`` why it (and
+  ``compile_s``) is not to be trusted (other processes competed for the CPUs: ``Report.first_run_noise``),
+  drawn in its cell; such a row gets neither column's star
 * ``steady_ms``      - median of the timed runs (None when ``runs=0``); ``steady_min_ms`` / ``steady_max_ms``
   their spread, and ``steady_noisy`` why the time is not to be trusted (the runs spread over 1.5x, or other
   processes competed for the CPUs while they ran: ``Report.timing_noise``), None when it is. The table
@@ -50,7 +52,8 @@ OPTION_COLUMNS = ["fusion", "executor", "fusion_cache", "sort_waits"]
 PEAK_COLUMNS = ["forward_peak_predicted", "forward_peak_measured", "backward_peak_predicted", "backward_peak_measured",
                 "step_peak_measured"]
 IN_STEADY_CELL = ["steady_min_ms", "steady_max_ms", "steady_noisy"]  # drawn in the steady cell, not as columns
-COLUMNS = ["run", *OPTION_COLUMNS, "compile_s", "first_run_s", "steady_ms", *IN_STEADY_CELL, *PEAK_COLUMNS,
+NOT_COLUMNS = [*IN_STEADY_CELL, "first_run_noisy"]  # drawn inside another column's cell
+COLUMNS = ["run", *OPTION_COLUMNS, "compile_s", "first_run_s", "first_run_noisy", "steady_ms", *IN_STEADY_CELL, *PEAK_COLUMNS,
            "kernels", "fusions", "cache_hits", "matches_eager"]
 # columns where the lowest value is the better run on its own (issue 18: "fewest kernels" is not: horizontal
 # fusion launches the fewest and holds the highest peak, so a star there made the worst-memory run look best)
@@ -84,6 +87,11 @@ def _noise(report) -> str | None:
     return noise() if callable(noise) else None
 
 
+def _first_noise(report) -> str | None:
+    noise = getattr(report, "first_run_noise", None)
+    return noise() if callable(noise) else None
+
+
 def report_row(report, label: str | None = None) -> dict:
     """The comparison row of one Report (plain numbers; bytes as ints)."""
     parts = list(summary_parts(report.programs))
@@ -109,6 +117,7 @@ def report_row(report, label: str | None = None) -> dict:
         "sort_waits": bool(opts.get("sort_waits")) if collectives else None,
         "compile_s": report.compile_seconds.get("total"),
         "first_run_s": report.first_run_seconds,
+        "first_run_noisy": _first_noise(report),
         "steady_ms": report.steady_seconds * 1e3 if report.steady_seconds is not None else None,
         "steady_min_ms": min(runs) * 1e3 if runs else None,
         "steady_max_ms": max(runs) * 1e3 if runs else None,
@@ -140,7 +149,8 @@ def best_rows(rows: list[dict]) -> dict[str, set[int]]:
     for col in LOWER_IS_BETTER:
         vals = [(i, r[col]) for i, r in enumerate(rows)
                 if isinstance(r.get(col), (int, float)) and not isinstance(r.get(col), bool)
-                and not (col == "steady_ms" and r.get("steady_noisy"))]  # a noisy time is no one's best
+                and not (col == "steady_ms" and r.get("steady_noisy"))  # a noisy time is no one's best
+                and not (col in ("compile_s", "first_run_s") and r.get("first_run_noisy"))]
         if len(vals) < 2:
             continue
         low = min(v for _, v in vals)
@@ -157,7 +167,7 @@ def shown_columns(rows: list[dict]) -> tuple[list[str], dict[str, object]]:
     whose value every run shares (returned, to be said once). One run keeps its options."""
     shown, shared = [], {}
     for col in COLUMNS:
-        if col in IN_STEADY_CELL:
+        if col in NOT_COLUMNS:
             continue
         values = [r.get(col) for r in rows]
         if col != "run" and all(v is None for v in values):

@@ -28,7 +28,8 @@ from .loss import default_loss
 from ..errors import nothing_captured
 from .jit import JitFunction
 from ..options import OPTIONS, Options, check_option, names, with_signature
-from ..runtime.measure import measure_peak, median, profiler_stderr, synchronize, time_host_device, undisturbed
+from ..runtime.measure import (OtherLoad, measure_peak, median, profiler_stderr, synchronize, time_host_device,
+                               undisturbed)
 from ..capture.session import program_parts
 
 __all__ = ["inspect", "default_loss"]
@@ -106,10 +107,12 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
     _seed(opts["seed"])
     say("compiling and running the first call")
     synchronize(device)
+    load = OtherLoad()  # what other processes used meanwhile: a busy machine inflates the first call too
     started = time.perf_counter()
     out = call(jfn, args)
     synchronize(device)
     first_run = time.perf_counter() - started
+    first_run_others = load.share()
     comparison = None
     if eager_snap is not None:
         comparison = compare.compare_runs(compare.snapshot(out, target, all_args), eager_snap)
@@ -162,7 +165,7 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
 
         comm = _measure_comm(lambda: call(jfn, args), device, jfn=jfn, steps=1, iter_seconds=median(times))
     return Report.from_run(jfn, name=opts["name"], device=device, first_run_seconds=first_run,
-                           steady_seconds=median(times), run_seconds=times, comparison=comparison,
+                           first_run_others_share=first_run_others, steady_seconds=median(times), run_seconds=times, comparison=comparison,
                            measurements=measurements, warnings=warnings, comm=comm, timing=timing,
                            step_peak=step_peak, line_times=line_times)
 
