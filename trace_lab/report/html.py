@@ -797,7 +797,8 @@ def _cell(col, v) -> str:
 def _spread(row: dict) -> str:
     """The steady cell's spread of the timed runs ('15.20-18.00') and its noisy flag (issue 26 item 3)."""
     low, high = row.get("steady_min_ms"), row.get("steady_max_ms")
-    out = f'<br><span class="tl-spread">{low:.2f}-{high:.2f}</span>' if low is not None and high is not None else ""
+    spread = low is not None and high is not None and high > low  # one timed run has no spread to show
+    out = f'<br><span class="tl-spread">{low:.2f}-{high:.2f}</span>' if spread else ""
     if row.get("steady_noisy"):
         out += f' <span class="tl-warn tl-noisy" title="{esc(row["steady_noisy"])}">noisy</span>'
     return out
