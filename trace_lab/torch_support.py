@@ -29,7 +29,12 @@ TESTED = {
     (2, 15): "the CPU suite (CUDA build on a CPU machine, benchmarks/results/2026-11-23-cpu-torch215-suite-*.txt)",
 }
 
-__all__ = ["OLDEST", "TESTED", "check_torch", "UnsupportedTorch"]
+__all__ = ["OLDEST", "TESTED", "check_torch", "UnsupportedTorch", "backward_frees_gradients"]
+
+# the first release whose AOTAutograd backward drops its references to the incoming gradients, so that one dies
+# at its last use (2.10 and 2.11 keep it to the end of the backward; 2.12 was not tried:
+# benchmarks/backward_gradient_refcount_probe.py)
+FREES_GRADIENTS = (2, 13)
 
 
 class UnsupportedTorch(ImportError):
@@ -42,6 +47,16 @@ def release(version: str) -> tuple[int, int]:
     if m is None:
         raise UnsupportedTorch(f"trace_lab cannot read torch's version {version!r}")
     return int(m.group(1)), int(m.group(2))
+
+
+def backward_frees_gradients(version: str | None = None) -> bool:
+    """Whether a compiled backward frees an incoming gradient at its last use on this torch (``version``: the
+    installed one): the memory model's handover reads it (analysis/handover.py)."""
+    if version is None:
+        import torch
+
+        version = torch.__version__
+    return release(version) >= FREES_GRADIENTS
 
 
 def check_torch(version: str) -> None:

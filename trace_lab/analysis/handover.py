@@ -14,7 +14,8 @@ arrives already in the compiled layout (``y.backward(g)`` with a contiguous ``g`
 is held by the caller, and measured memory is then higher than predicted by its bytes. On torch
 2.11 AOTAutograd's backward frame also references every gradient it did not copy (a fresh one from
 ``(y * w).sum()``), so there too the gradient outlives its last use (torch 2.13 releases it;
-benchmarks/backward_gradient_refcount_probe.py).
+benchmarks/backward_gradient_refcount_probe.py); so does torch 2.10. Before
+:data:`trace_lab.torch_support.FREES_GRADIENTS` the gradients are therefore held by the caller.
 
 :func:`owned_backward_inputs` answers, per backward input, "owned" (with the
 forward value whose storage it shares, so that two saved views of one buffer
@@ -28,6 +29,7 @@ from __future__ import annotations
 import torch.fx as fx
 
 from ..ir.trace import is_getitem, tensor_values
+from ..torch_support import backward_frees_gradients
 from .buffers import alias_sources
 
 __all__ = ["owned_backward_inputs", "storage_root"]
@@ -60,8 +62,9 @@ def owned_backward_inputs(forward_gm: fx.GraphModule, backward_gm: fx.GraphModul
     user_outputs = fw_outputs[:max(0, len(fw_outputs) - len(saved))]
     held = {storage_root(n) for n in forward_gm.graph.nodes if n.op in ("placeholder", "get_attr")}
     held |= {storage_root(o) for o in user_outputs if isinstance(o, fx.Node)}
-    owned: dict[int, str] = {i: f"tangent {i}" for i, n in enumerate(bw_inputs)
-                             if n.name.startswith("tangents") and tensor_values(n.meta.get("val"))}
+    owned: dict[int, str] = {} if not backward_frees_gradients() else {
+        i: f"tangent {i}" for i, n in enumerate(bw_inputs)
+        if n.name.startswith("tangents") and tensor_values(n.meta.get("val"))}
     for i, n in saved:
         fw = fw_nodes.get(n.name)
         if fw is None or not tensor_values(n.meta.get("val")):

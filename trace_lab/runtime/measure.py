@@ -34,6 +34,7 @@ PROFILER_NOISE = (
     "Profiler record function",            # a record_function range the profiler will ignore
     "profiler results will not include",
     "STAGE:",                              # kineto's 'STAGE:... Collection/Completed Stage' lines
+    "Profiler clears events",              # torch 2.10's UserWarning when a session's events are read
 )
 
 
