@@ -41,7 +41,8 @@ How a sample is checked
   gradient reaches the compiled backward as a tensor only autograd holds (the output is passed
   as ``o * 1``), as in ``loss.backward()``: a cotangent the caller keeps would stay live through
   the backward, above the liveness model's figure by its bytes (the model frees incoming
-  gradients at their last use; see docs/ARCHITECTURE.md).
+  gradients at their last use; see docs/ARCHITECTURE.md). On torch 2.10 and 2.11 AOTAutograd itself keeps
+  such a gradient to the end of the backward; ``jfn.gradients_copied = None`` tells the model so.
 * Comparison: ``torch.testing.assert_close`` (shape, dtype, values, NaNs equal; strides not
   checked) with the dtype's defaults, widened to the largest ``toleranceOverride`` that the
   OpInfo's own decorators declare for that dtype (any test).
@@ -502,6 +503,7 @@ def run_config(case, expected, config: str, rtol, atol, metadata_only: bool) -> 
     started = time.perf_counter()
     try:
         jfn = trace_lab.jit(case.fn, fusion=fusion, executor=executor)
+        jfn.gradients_copied = None  # each gradient is autograd's fresh tensor (``o * 1``), never a copy AOTAutograd makes
         # a first call compiles forward and backward; the second call is measured and compared
         # (Inductor compiling inside a measuring() block crashes the profiler: see the table's notes)
         torch.manual_seed(0)

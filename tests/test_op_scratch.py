@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import trace_lab
+from trace_lab.torch_support import release
 from trace_lab.analysis import op_scratch
 from trace_lab.runtime.measure import measure_peak
 from trace_lab.ir.printer import format_bytes
@@ -194,7 +195,11 @@ def test_a_conjugated_gradient_into_an_fft_counts_the_copy_its_kernel_makes():
     lines = {ln.node: ln for ln in trace.liveness().lines}
     (c2c,) = [n for n in trace.ops if "_fft_c2c" in str(n.target)]
     assert c2c.args[0].target is torch.ops.aten._conj.default, str(trace)
-    assert lines[c2c].workspace == 5 * 10 * 7 * 8, (lines[c2c], str(trace))
+    copy = 5 * 10 * 7 * 8
+    if release(torch.__version__) >= (2, 13):
+        assert lines[c2c].workspace == copy, (lines[c2c], str(trace))
+    else:  # torch 2.10's kernel measured two such copies (the measured peak agrees: _assert_memory above)
+        assert lines[c2c].workspace in (copy, 2 * copy), (lines[c2c], str(trace))
 
 
 def test_a_known_zero_gradient_allocates_nothing():

@@ -166,17 +166,27 @@ def test_07_where_the_bytes_go(executed):
     a, _, b, _, delta = peak_line(bw, "backward")
     old, new = alive(bw, "old"), alive(bw, "new")
     dc, mc = peaks["dataflow", "backward"][2], peaks["memory", "backward"][2]
-    if notebook_device(nb) == "cpu":
+    import torch
+
+    from trace_lab.torch_support import release
+
+    new_backward = release(torch.__version__) >= (2, 13)  # 2.10 and 2.11 derive another backward (the prose says)
+    if new_backward:
+        assert notebook_device(nb) == "cpu", "the prose gives torch 2.13's backward figures for a CPU only"
         assert sum(old) == sum(new) and sorted(old) == sorted(new) == [42 * 1024] + [336 * 1024] * 3
         # compiled regions: dataflow's backward below memory's
         assert _bytes(dc) < _bytes(mc)
         quotes(prose, f"from {a} to {b} (-{delta})", "three 336.00 KiB tensors and one of 42.00 KiB on each side",
                f"`dataflow`'s backward peak is {dc}, *below* `memory`'s {mc}")
-    else:  # the GPU machine's memory order of the backward (its own sentence in the prose)
+    else:  # torch 2.10's (CPU) and 2.11's (the GPU machine) memory order of the backward: their own sentences
         assert sorted(old) == [42 * 1024] + [336 * 1024] * 3 and sorted(new) == [42 * 1024] + [336 * 1024] * 2
         assert dc == mc
-        quotes(prose, f"the backward's peak falls from {a} to {b} (-{delta})", "three 336.00 KiB tensors and one of "
-               "42.00 KiB, the other way two and one", f"the two backward peaks are equal there ({dc})")
+        where = "on a CPU with torch 2.10" if notebook_device(nb) == "cpu" else "(H100, torch 2.11, where CUDA rounds"
+        said = "on the CPU" if notebook_device(nb) == "cpu" else "on the H100"
+        quotes(prose, f"{where}", "three 336.00 KiB tensors and one of 42.00 KiB, the other way two and one",
+               f"{dc} {said}")
+        at = prose.index(where)
+        assert f"the backward's peak falls from {a} to {b} (-{delta})" in prose[at:at + 200], prose[at:at + 200]
     # predict at batch 32 against the measured run
     pred = _stdout(_code(nb, "prediction = trace_lab.predict("))
     table = {(s, k): p for s, k, p in re.findall(rf"^(none|dataflow|memory)\s+(forward|backward) #0\s+(?:>= )?({SIZE})", pred, re.M)}
@@ -189,8 +199,10 @@ def test_07_where_the_bytes_go(executed):
     predict_prose = _md(nb, "the prediction made without allocating")
     if notebook_device(nb) == "cpu":  # on meta = on the device = measured
         assert pm["forward"] == (table["none", "forward"],) * 3 and pm["backward"] == (table["none", "backward"],) * 3
-        quotes(predict_prose, f"On a CPU the prediction made without allocating is the measured peak: {pm['forward'][0]} "
-               f"for the forward and {pm['backward'][0]} for the backward at batch 32")
+        said = ("On a CPU the prediction made without allocating is the measured peak: " if new_backward
+                else "with torch 2.10, whose backward is another program, ")
+        quotes(predict_prose, f"{said}{pm['forward'][0]} for the forward and {pm['backward'][0]} for the backward "
+                              "at batch 32")
     else:  # the same prediction on meta and on the device; measured above it (an open question the prose names)
         assert all(d == p and _bytes(m) >= _bytes(p) for p, d, m in pm.values()), pm
         quotes(predict_prose, f"whether made on meta or on the device ({pm['forward'][0]} and {pm['backward'][0]}), but the "

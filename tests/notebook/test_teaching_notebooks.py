@@ -131,6 +131,26 @@ def device_table(prose: str, device: str) -> dict:
             if m[0] not in ("figure", "---")}
 
 
+def setup_table(nb, marker: str, device: str) -> dict:
+    """{figure: the column of the set-up this notebook ran on} of the table in the markdown cell holding
+    ``marker``, whose headers name a device and a torch release ('| figure | on a CPU, torch 2.13 | on a CPU,
+    torch 2.10 | on a GPU (H100), torch 2.11 |'): the column of ``device`` ("cpu" / "cuda") and this torch's
+    release. No such column fails: the prose must give the figures of every set-up it is checked on."""
+    import torch
+
+    from trace_lab.torch_support import release
+
+    source = next(c for c in nb.cells if c.cell_type == "markdown" and marker in c.source).source
+    rows = [[c.strip() for c in line.strip().split("|")[1:-1]] for line in source.splitlines()
+            if line.strip().startswith("|")]
+    header = rows[0]
+    word = {"cpu": "CPU", "cuda": "GPU"}[device]
+    torch_word = "torch {}.{}".format(*release(torch.__version__))
+    columns = [k for k, h in enumerate(header) if word in h and torch_word in h]
+    assert columns, f"the prose table {header} gives no figures for a {word} with {torch_word}"
+    return {r[0]: r[columns[0]] for r in rows[1:] if not r[0].startswith("---")}
+
+
 def renderer_bytes(nb) -> int:
     """Bytes of the notebook taken by copies of the packed in-browser graph renderer (0 where `dot` drew)."""
     from trace_lab.report.dot_render import _viz_packed
@@ -294,7 +314,7 @@ def check_checkpointing(nb):
     assert _bytes(cb) > _bytes(pb), "the backward's own peak (above its inputs) rises"
     assert _bytes(cl) < _bytes(pl), "the backward's high-water mark, saved tensors included, falls"
     device = notebook_device(nb)
-    quoted = device_table(_md(nb, "What to look for"), device)
+    quoted = setup_table(nb, "What to look for", device)
     assert quoted == {"kept from the forward for the backward": f"{ps} -> {cs}",
                       "the forward's peak above its inputs": f"{pf} -> {cf}",
                       "the backward's peak above its inputs": f"{pb} -> {cb}",

@@ -15,7 +15,10 @@ is held by the caller, and measured memory is then higher than predicted by its 
 2.11 AOTAutograd's backward frame also references every gradient it did not copy (a fresh one from
 ``(y * w).sum()``), so there too the gradient outlives its last use (torch 2.13 releases it;
 benchmarks/backward_gradient_refcount_probe.py); so does torch 2.10. Before
-:data:`trace_lab.torch_support.FREES_GRADIENTS` the gradients are therefore held by the caller.
+:data:`trace_lab.torch_support.FREES_GRADIENTS` a gradient is therefore held by the caller unless
+AOTAutograd copies it, which the caller may say (``gradients_copied``): trace_lab's default loss
+(``out.float().sum()``) sends each float32 output of one or more dimensions an expanded gradient, which
+is copied; a float16/bfloat16/float64 output gets the cast's fresh, contiguous gradient, which is not.
 
 :func:`owned_backward_inputs` answers, per backward input, "owned" (with the
 forward value whose storage it shares, so that two saved views of one buffer
@@ -51,9 +54,14 @@ def storage_root(node: fx.Node, _depth: int = 0) -> fx.Node:
     return storage_root(src, _depth + 1) if isinstance(src, fx.Node) else node
 
 
-def owned_backward_inputs(forward_gm: fx.GraphModule, backward_gm: fx.GraphModule) -> dict[int, str]:
+def owned_backward_inputs(forward_gm: fx.GraphModule, backward_gm: fx.GraphModule,
+                          gradients_copied=None) -> dict[int, str]:
     """Backward input position -> storage group (a forward value's name) for every input the
-    backward may free at its last use; positions not listed are held by the caller."""
+    backward may free at its last use; positions not listed are held by the caller.
+
+    ``gradients_copied(val) -> bool``: on a torch that keeps its incoming gradients referenced (before
+    ``FREES_GRADIENTS``), whether the gradient for a tangent of fake value ``val`` arrives as AOTAutograd's
+    copy (owned) rather than the caller's tensor (held); None: held."""
     fw_nodes = {n.name: n for n in forward_gm.graph.nodes}
     bw_inputs = [n for n in backward_gm.graph.nodes if n.op == "placeholder"]
     saved = [(i, n) for i, n in enumerate(bw_inputs) if not n.name.startswith("tangents")]
@@ -62,9 +70,11 @@ def owned_backward_inputs(forward_gm: fx.GraphModule, backward_gm: fx.GraphModul
     user_outputs = fw_outputs[:max(0, len(fw_outputs) - len(saved))]
     held = {storage_root(n) for n in forward_gm.graph.nodes if n.op in ("placeholder", "get_attr")}
     held |= {storage_root(o) for o in user_outputs if isinstance(o, fx.Node)}
-    owned: dict[int, str] = {} if not backward_frees_gradients() else {
+    frees = backward_frees_gradients()
+    owned: dict[int, str] = {
         i: f"tangent {i}" for i, n in enumerate(bw_inputs)
-        if n.name.startswith("tangents") and tensor_values(n.meta.get("val"))}
+        if n.name.startswith("tangents") and tensor_values(n.meta.get("val"))
+        and (frees or (gradients_copied is not None and gradients_copied(n.meta.get("val"))))}
     for i, n in saved:
         fw = fw_nodes.get(n.name)
         if fw is None or not tensor_values(n.meta.get("val")):

@@ -24,7 +24,7 @@ import time
 import torch
 
 from . import compare
-from .loss import default_loss
+from .loss import default_loss, default_loss_copies_gradient
 from ..errors import nothing_captured
 from .jit import JitFunction
 from ..options import OPTIONS, Options, check_option, names, with_signature
@@ -103,6 +103,9 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
             del ref, ref_fn, ref_args, ref_kwargs, ref_out
 
     jfn = fn if isinstance(fn, JitFunction) else JitFunction(fn, Options(**{n: opts[n] for n in names("jit")}))
+    # which of the backward's gradients AOTAutograd copies (torch before 2.13: analysis/handover.py): the default
+    # loss's rule, or none of them for a custom loss (its gradients are fresh tensors autograd makes)
+    jfn.gradients_copied = default_loss_copies_gradient if loss is None else None
     target = jfn.fn
     _seed(opts["seed"])
     say("compiling and running the first call")

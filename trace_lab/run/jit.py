@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..analysis.handover import owned_backward_inputs
+from .loss import default_loss_copies_gradient
 from ..capture.session import CaptureSession, Program, ProgramPart, program_parts
 from ..errors import TraceLabError, dynamo_break_counts, dynamo_breaks_since, explain_compile_error, nothing_captured
 from ..executors import get_executor, resolve_executor
@@ -73,6 +74,22 @@ class Measurement:
         self.measured_peak_above_inputs, self.method = measured, method
 
 
+def _entry(fn):
+    """What Dynamo compiles for ``fn``: a plain Python function of torch's own (``F.softmax``) is called from a
+    trampoline, because Dynamo skips a frame whose code lives in torch (torch 2.10 ran ``F.softmax`` eagerly,
+    capturing nothing) but inlines the same function called from user code."""
+    import functools
+    import inspect as _inspect
+
+    if _inspect.isfunction(fn) and (getattr(fn, "__module__", "") or "").split(".")[0] == "torch":
+        @functools.wraps(fn)
+        def trampoline(*args, **kwargs):
+            return fn(*args, **kwargs)
+
+        return trampoline
+    return fn
+
+
 class JitFunction:
     """A function compiled by trace_lab; call it like the original."""
 
@@ -89,11 +106,15 @@ class JitFunction:
         self._cpu_windows = None  # measure.CpuMemoryWindows while measuring()
         self.measurements: list[Measurement] = []
         self.calls = 0
+        # how the backward's gradients arrive: fake value -> whether AOTAutograd copies that gradient (matters on
+        # torch before 2.13: analysis/handover.py). Default: as the gradients of ``out.sum()`` / the default loss
+        # (run/loss.py); None: the caller's or autograd's own tensors, never copied (a custom loss)
+        self.gradients_copied = default_loss_copies_gradient
         self.dynamo_breaks: list[str] = []  # Dynamo's graph-break messages while nothing was captured
         self.parts_run_in_last_call = 0
         self.progress = getattr(_PROGRESS, "callback", None)  # compile events (compile_progress)
         _raise_recompile_limits()
-        self._compiled = torch.compile(fn, backend=self.session.backend, dynamic=False)
+        self._compiled = torch.compile(_entry(fn), backend=self.session.backend, dynamic=False)
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -171,7 +192,7 @@ class JitFunction:
             fw_names = program.forward.traces[0].names_by_fx_name()
             names = [fw_names.get(n, n.replace("tangents_", "tangent_")) for n in part.input_names]
             # saved activations AOTAutograd hands over: freed at their last use (analysis/handover.py)
-            owned = owned_backward_inputs(program.forward.gm, part.gm)
+            owned = owned_backward_inputs(program.forward.gm, part.gm, self.gradients_copied)
         device = node_device(part.gm)
         exec_name, reason = resolve_executor(self.options.executor, device)
         fusion, fusion_reason = resolve_fusion(self.options.fusion, device)

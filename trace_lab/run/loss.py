@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .compare import output_tensors
 
-__all__ = ["default_loss"]
+__all__ = ["default_loss", "default_loss_copies_gradient"]
 
 
 def default_loss(out):
@@ -16,3 +16,13 @@ def default_loss(out):
     if not ts:
         return None
     return sum(t.float().sum() for t in ts)
+
+
+def default_loss_copies_gradient(val) -> bool:
+    """Whether AOTAutograd copies the gradient :func:`default_loss` sends an output of fake value ``val``:
+    ``t.float().sum()`` of a float32 ``t`` of one or more dimensions sends an expanded scalar, which does not
+    have the compiled layout and is copied (the copy dies in the backward); the cast of another dtype sends a
+    fresh contiguous gradient, and a 0-d output a 0-d one, neither of them copied (analysis/handover.py)."""
+    import torch
+
+    return isinstance(val, torch.Tensor) and val.dtype == torch.float32 and val.dim() > 0

@@ -229,6 +229,8 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
         jfn = trace_lab.jit(_on_meta(fn), fusion=strategy, executor=exec_name)
         planner = _MetaPlanner(get_executor(exec_name, jfn.options))
         jfn.use_executor(planner)
+        if loss is not None:  # a custom loss's gradients are autograd's fresh tensors (analysis/handover.py)
+            jfn.gradients_copied = None
         out = jfn(*meta_args, **meta_kwargs)
         scalar = (loss or _loss)(out)
         if scalar is not None and scalar.requires_grad:
