@@ -109,3 +109,25 @@ def test_attention_gradients_match_eager_on_cpu():
         torch.testing.assert_close(got, expected)
     ops = {str(n.target) for n in trace_lab.last_traces(jfn)[0].ops}
     assert "aten._scaled_dot_product_flash_attention_for_cpu.default" in ops, ops
+
+
+def test_dynamo_notes_about_profiler_ranges_in_the_captured_code_are_dropped(caplog):
+    """Issue 26 item 3 (notebook 03): capturing ``torch.optim``'s step (which wraps itself in
+    ``record_function``) logged "Profiler record function ... will be ignored" to the cell's stderr. The note
+    is dropped; the step still compiles and matches eager, and other Dynamo warnings still pass."""
+    import logging
+
+    import trace_lab
+
+    def step(x):
+        with torch.autograd.profiler.record_function("my-range"):
+            return torch.sin(x) * 2
+
+    x = torch.randn(8)
+    with caplog.at_level(logging.WARNING, logger="torch._dynamo"):
+        out = trace_lab.jit(step, fusion="none", executor="eager")(x)
+        logging.getLogger("torch._dynamo.variables.ctx_manager").warning("another note %s", 1)
+    torch.testing.assert_close(out, torch.sin(x) * 2)
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "will be ignored" in m], messages
+    assert "another note 1" in messages

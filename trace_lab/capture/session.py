@@ -27,6 +27,30 @@ from typing import Callable
 import torch
 import torch.fx as fx
 
+
+class _DropProfilerRangeNotes:
+    """A logging filter: Dynamo's note that a profiler range inside the captured code is ignored ("Profiler
+    record function <class ...> will be ignored", logged when it traces ``torch.optim``'s ``step``, which wraps
+    itself in ``record_function``) says nothing about the user's program and printed as a pink stderr box in
+    notebook 03 (issue 26 item 3). Only those two notes are dropped."""
+
+    def filter(self, record) -> bool:
+        msg = str(record.msg)
+        return not (msg.startswith(("Profiler record function", "Profiler function")) and "will be ignored" in msg)
+
+
+def _quiet_dynamo_profiler_notes() -> None:
+    import logging
+
+    for name in ("torch._dynamo.variables.ctx_manager", "torch._dynamo.variables.torch"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropProfilerRangeNotes) for f in logger.filters):
+            logger.addFilter(_DropProfilerRangeNotes())
+
+
+_quiet_dynamo_profiler_notes()
+
+
 __all__ = ["Program", "ProgramPart", "CaptureSession", "readable_input_name", "capture_decompositions", "program_parts"]
 
 # Ops kept whole although the core-aten table decomposes them:
