@@ -15,12 +15,10 @@ import warnings
 
 OLDEST = (2, 10)
 TESTED = {
-    (2, 10): "Thunder's tests in CI (dev.py test --thunder, lightning-thunder 0.2.6); the CPU suite "
-             "(benchmarks/results/2026-11-26-cpu-torch210-suite-66599c0.txt.gz: mostly one difference, fixed in "
-             "645bd6c, the rest not yet triaged; AOTAutograd keeps a backward's incoming gradient referenced, as on "
-             "2.11); dev.py's torch "
-             "on a GPU machine, with nvFuser (the "
-             "newest torch with nvFuser wheels; not yet run on a GPU)",
+    (2, 10): "the CPU suite, all of it (benchmarks/results/2026-11-26-cpu-torch210-suite-*-green.txt.gz); "
+             "Thunder's tests in CI (dev.py test --thunder, lightning-thunder 0.2.6); dev.py's torch on a GPU "
+             "machine, with nvFuser (the newest torch with nvFuser wheels; its choice unit-tested, not yet run on "
+             "a GPU with a package index)",
     (2, 11): "GPU tests and benchmarks (H100/H200, CUDA 13); the CPU suite with known failures "
              "(benchmarks/results/2026-11-26-cpu-torch211-suite-60e61d3.txt: 16 failed, 481 passed; AOTAutograd "
              "keeps a backward's incoming gradient referenced, so backward peaks can measure one gradient above "
