@@ -2,8 +2,8 @@
 
 A CPU convolution unfolds its input into a scratch buffer inside its call, its backward
 does the same for the gradients; the program's values never show it. The liveness model
-counts each such op's scratch (measured once per signature, :mod:`trace_lab.analysis.op_scratch`)
-on its line, so predicted = measured within the README's tolerance (1% + 1 KiB); where it
+counts each such op's scratch (measured once per signature by the run stage,
+:mod:`trace_lab.runtime.op_scratch`, and read as records, :mod:`trace_lab.analysis.op_scratch`) on its line, so predicted = measured within the README's tolerance (1% + 1 KiB); where it
 cannot be measured the printed line says the figure is a lower bound.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ import torch.nn.functional as F
 import trace_lab
 from trace_lab.torch_support import release
 from trace_lab.analysis import op_scratch
+from trace_lab.runtime import op_scratch as scratch_measure
 from trace_lab.runtime.measure import measure_peak
 from trace_lab.ir.printer import format_bytes
 
@@ -107,14 +108,14 @@ def test_other_scratch_ops_forward_and_backward(name):
 def test_measured_once_per_signature(monkeypatch):
     """Two identical conv layers (and the second call) measure one signature once."""
     calls = []
-    real = op_scratch._measure
+    real = scratch_measure._measure
 
     def counting(node, rounding):
         calls.append(op_scratch.op_signature(node))
         return real(node, rounding)
 
-    monkeypatch.setattr(op_scratch, "_measure", counting)
-    op_scratch.clear_cache()
+    monkeypatch.setattr(scratch_measure, "_measure", counting)
+    scratch_measure.clear_cache()
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 3, padding=1)).eval()
     x = torch.randn(2, 8, 16, 16)
@@ -125,14 +126,18 @@ def test_measured_once_per_signature(monkeypatch):
     trace = trace_lab.last_traces(jfn)[-1]
     convs = [n for n in trace.ops if op_scratch.has_scratch(n)]
     assert len(convs) == 2 and len(calls) == 1 and len(set(calls)) == 1, calls
-    assert op_scratch.record_op_scratch(trace) == {trace.name(n): convs[0].meta["op_scratch"]["bytes"]
-                                                    for n in convs}
+    measured = trace.op_scratch.record(convs[0])["bytes"]
+    assert measured > 0 and scratch_measure.measure_op_scratch(trace) == {trace.name(n): measured for n in convs}
+    assert len(calls) == 1  # measured again: the records are kept
+    # measurements are records on the Trace: the IR itself is never written
+    assert not any("op_scratch" in n.meta for n in trace.graph.nodes)
 
 
 def test_unmeasurable_scratch_marks_the_line_as_a_lower_bound():
-    """Priced while a profiler runs, the scratch cannot be measured: the line counts 0, says
-    so in the printed trace, and the figure is measured when the line is priced again."""
-    op_scratch.clear_cache()
+    """Captured while a profiler runs, the scratch cannot be measured: the line counts 0 and says so in
+    the printed trace. Printing only reads the records (it never measures); the jit's next call, with
+    the profiler stopped, measures the op and the line is priced anew."""
+    scratch_measure.clear_cache()
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(3, 5, 3).eval()
     x = torch.randn(1, 3, 20, 20)
@@ -141,17 +146,19 @@ def test_unmeasurable_scratch_marks_the_line_as_a_lower_bound():
 
     with profile(activities=[ProfilerActivity.CPU]):
         with torch.no_grad():
-            jfn(x)  # compiled (and priced) while the user's profiler runs
+            jfn(x)  # compiled (and its ops measured) while the user's profiler runs
         trace = trace_lab.last_traces(jfn)[-1]
         (node,) = [n for n in trace.ops if op_scratch.has_scratch(n)]
-        assert op_scratch.scratch_unknown(node) == "not measured: a profiler is active"
+        assert op_scratch.scratch_unknown(node, trace.op_scratch) == "not measured: a profiler is active"
         text = str(trace)
     assert ("(+6.33 KiB)  <- peak 6.33 KiB above inputs  [>= lower bound: scratch inside aten.convolution.default "
             "not measured: a profiler is active]") in text, text
-    # priced again, outside the profiler: measured, and the mark is gone
+    assert str(trace) == text  # printed again outside the profiler: read, not measured
+    with torch.no_grad():
+        jfn(x)  # the next call measures what the profiler kept from being measured
     line = {ln.node: ln for ln in trace.liveness().lines}[node]
-    assert line.workspace > 0 and op_scratch.scratch_unknown(node) is None
-    text = trace.python_source()  # Trace.liveness's cache key holds the recorded scratch: priced anew
+    assert line.workspace > 0 and op_scratch.scratch_unknown(node, trace.op_scratch) is None
+    text = trace.python_source()  # Trace.liveness's cache key holds the records' version: priced anew
     assert "lower bound" not in text and f"~{format_bytes(line.workspace)} inside" in text, text
     # and that figure is what the op really holds
     with torch.no_grad():

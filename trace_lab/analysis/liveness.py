@@ -32,8 +32,9 @@ and each value is dropped right after its last use (the ``del`` lines):
   a region that is not materialised adds it to its own line's high-water mark
   only (allocated and freed within the line, like an op's unread output).
 * a plain op may allocate scratch inside its call too (a CPU convolution's im2col
-  buffer, FFT plans, sorts): for the ops of ``op_scratch.SCRATCH_OPS`` it is measured
-  once per signature (:mod:`.op_scratch`) and counted on the op's line the same way;
+  buffer, FFT plans, sorts): for the ops of ``op_scratch.SCRATCH_OPS`` the run stage measures
+  it once per signature (:mod:`trace_lab.runtime.op_scratch`) into the Trace's records
+  (``Trace.op_scratch``), which this model reads and counts on the op's line the same way;
   where it cannot be measured the printed line is marked as a lower bound, and where it
   depends on the input's values (matrix_exp) it is measured at large values and marked as an
   upper bound.
@@ -55,7 +56,8 @@ import torch.fx as fx
 from ..ir.fx_util import is_getitem, node_device
 from .buffers import (Buffers, alias_sources, default_rounding, output_buffer_bytes, reads, region_output_bytes,
                       region_workspace, released_at_first_line)
-from .op_scratch import op_scratch_bytes
+from ..ir.trace import use_memory_model
+from .op_scratch import bound_note, op_scratch_bytes
 from .storage import CUDA_ROUNDING, tensor_bytes
 
 # alias_sources, region_output_bytes, region_workspace, output_buffer_bytes: re-exported from .buffers
@@ -75,6 +77,7 @@ class LineMemory:
     dead_values: list[str] = field(default_factory=list)  # names to `del` after this line
     dead_nodes: list = field(default_factory=list)  # the same values as fx nodes
     workspace: int = 0  # transient bytes inside a region's call (compiled workspace, or inner peak op by op)
+    bound: str = ""  # the line's figure is a bound, and why (op scratch not measured, or value-dependent)
 
 
 @dataclass
@@ -120,43 +123,44 @@ class _RegionView:
 
     owned_inputs: dict = {}
 
-    def __init__(self, gm: fx.GraphModule):
+    def __init__(self, gm: fx.GraphModule, op_scratch=None):
         self.gm = gm
         self.device = node_device(gm)
+        self.op_scratch = op_scratch
 
     @staticmethod
     def name(node: fx.Node) -> str:
         return node.name
 
 
-def region_inner_peak(node: fx.Node, rounding: int, allocated: int) -> int:
+def region_inner_peak(node: fx.Node, rounding: int, allocated: int, op_scratch=None) -> int:
     """Extra bytes a fused region holds while it runs op by op (eager executor)."""
     sub = node.graph.owning_module.get_submodule(node.target)
-    inner = compute_liveness(_RegionView(sub), materialized_regions=True, rounding=rounding)
+    inner = compute_liveness(_RegionView(sub, op_scratch), materialized_regions=True, rounding=rounding)
     return max(0, inner.peak_above_inputs_bytes - allocated)
 
 
-def line_transient(node: fx.Node, rounding: int, materialized_regions: bool, allocated: int, record=None) -> int:
+def line_transient(node: fx.Node, rounding: int, materialized_regions: bool, allocated: int, record=None,
+                   op_scratch=None) -> int:
     """Bytes a line holds only while it runs, on top of its outputs: a region's inner peak when it
     runs op by op, else its compiled workspace (``record``); the scratch a plain op takes inside
-    its call (convolutions, FFTs, sorts: :mod:`.op_scratch`)."""
+    its call (convolutions, FFTs, sorts), as the program's records say (``op_scratch``:
+    :class:`.op_scratch.OpScratch`)."""
     if node.op == "call_module":
         if materialized_regions:  # run op by op: its inner values are the transient bytes
-            return region_inner_peak(node, rounding, allocated)
+            return region_inner_peak(node, rounding, allocated, op_scratch)
         return region_workspace(node, rounding, record)
     if node.op == "call_function":
-        return op_scratch_bytes(node, rounding)
+        return op_scratch_bytes(node, op_scratch)
     return 0
 
 
-def cache_key(trace) -> tuple:
+def cache_key(trace) -> int:
     """What a Trace's cached liveness depends on beyond its graph and its compiled records (both fixed
-    once the Trace exists): the ops' measured scratch, which a line priced under a profiler measures
-    later (:func:`.op_scratch.scratch_key`)."""
-    from .op_scratch import scratch_key
-
-    return tuple((n.name, scratch_key(n)) for n in trace.graph.nodes
-                 if n.op == "call_function" and "op_scratch" in n.meta)
+    once the Trace exists): its op-scratch records, which grow when a measurement a profiler kept from
+    running is made later (the table's version)."""
+    table = getattr(trace, "op_scratch", None)
+    return -1 if table is None else table.version
 
 
 def compute_liveness(trace, materialized_regions: bool = False, rounding: int | None = None) -> Liveness:
@@ -199,6 +203,7 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
     peak, peak_index = entry, -1
     lines: list[LineMemory] = []
     name_of = trace.name
+    scratch = getattr(trace, "op_scratch", None)  # the run stage's measured op scratch (records)
 
     def release(value: fx.Node) -> int:
         freed = 0
@@ -218,7 +223,7 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
             if bid is not None:
                 refs[bid] += 1
         allocated = sum(buffers[bid] for bid in buf.created[n])
-        workspace = line_transient(n, rounding, materialized_regions, allocated, buf.record(n))
+        workspace = line_transient(n, rounding, materialized_regions, allocated, buf.record(n), scratch)
         high_water = live + allocated + workspace
         live += allocated
 
@@ -256,7 +261,11 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
                 freed += release(v)
         live -= freed
         lines.append(LineMemory(n, name_of(n) if not multi else ", ".join(name_of(p) for p in produced),
-                                allocated, freed, live, high_water, dead_names, dead_nodes, workspace))
+                                allocated, freed, live, high_water, dead_names, dead_nodes, workspace,
+                                bound_note(n, scratch) if n.op == "call_function" else ""))
         if high_water > peak:
             peak, peak_index = high_water, len(lines) - 1
     return Liveness(lines, entry, peak, peak_index, live, rounding)
+
+
+use_memory_model(compute_liveness, cache_key)  # Trace.liveness asks this model (the IR imports nothing above it)

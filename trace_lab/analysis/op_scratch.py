@@ -1,4 +1,4 @@
-"""Op scratch: memory a plain aten op allocates and frees inside its own call.
+"""Op scratch: memory a plain aten op allocates and frees inside its own call (the pure half).
 
 Some kernels take scratch buffers that never appear as a value of the program: a CPU
 convolution unfolds its input (im2col ``columns``) or reorders it for oneDNN, its backward
@@ -7,36 +7,20 @@ anti-aliased upsampling keeps weight tables, LAPACK routines take a workspace. T
 liveness model sees only the op's inputs and outputs, so without this a Conv2d + BatchNorm
 backward measures 20x its prediction.
 
-Design (the same as compiled regions' workspace, :mod:`trace_lab.analysis.call_memory`):
-
-* Which ops: :data:`SCRATCH_OPS`, a table of aten overload packets known to allocate
-  scratch (one place to extend; an op outside it is assumed to allocate only its outputs), and
-  :data:`CUDA_SCRATCH_OPS`, ops whose CUDA kernels take scratch that their CPU kernels do not
-  (measured on CUDA only), and :data:`CPU_LOW_PRECISION_SCRATCH_OPS`, ops whose CPU kernels take
-  scratch for bfloat16/float16 tensors only.
-* What: scratch = the op's peak above entry during one call - the bytes of the fresh
-  storages it returns, rounded as the liveness model rounds (CUDA blocks). It is counted on
-  the op's line only: ``high_water = live + allocated + scratch``, gone when the op returns.
-* How: once per *signature* - the op overload, every tensor argument's shape, stride,
-  storage offset, dtype and device, and every non-tensor argument - the op runs on real
-  inputs built from the recorded meta (:func:`trace_lab.analysis.call_memory.example_tensor`,
-  uninitialised: no random generator is touched), once to warm up (lazy initialisation,
-  oneDNN primitive creation), once measured with :func:`trace_lab.runtime.measure.measure_peak`
-  (CPU profiler allocator events, CUDA ``max_memory_allocated``). Figures are kept in a
-  process-wide cache keyed by signature, so a model's repeated layers measure once.
-* When: lazily, the first time the liveness model prices the line (for the jit that is at
-  compile time: the executors price the program before they run it), or ahead of time with
-  :func:`record_op_scratch` (a function an executor or the jit may call on its final trace).
-  The result is also written on ``node.meta['op_scratch']``.
-* Where it cannot be measured - a profiler is already running (starting ours would fail, and
-  running the op would pollute the user's own measurement), the op fails on placeholder
-  inputs, a device without a measurement - the op counts 0 scratch, the line's figure is a
-  **lower bound**, ``meta['op_scratch']['bytes']`` is None with the reason, and the printed
-  trace marks the line (:func:`lower_bound_note`: ``[>= lower bound: ...]``). An op whose scratch
-  depends on its input's values (:data:`VALUE_DEPENDENT_SCRATCH`, matrix_exp) is measured at large
-  values, the most it takes, and its line is marked ``[<= upper bound: ...]``. A failed
-  measurement is not cached: ``Trace.liveness``'s cache key holds :func:`scratch_key`, so a
-  line priced under a profiler is priced and measured again once the profiler has stopped.
+Design: measurements are records. This module holds what is pure - which ops take scratch
+(:data:`SCRATCH_OPS`, one place to extend; :data:`CUDA_SCRATCH_OPS` on CUDA only,
+:data:`CPU_LOW_PRECISION_SCRATCH_OPS` on CPU for bfloat16/float16 only), an op's
+*signature* (the overload and every argument's layout or value), and the :class:`OpScratch`
+table of records (signature -> ``{"bytes", "why", "bound"}``) that a Trace carries
+(``Trace.op_scratch``, shared by every stage of one program). Measuring is the run stage's
+job (:mod:`trace_lab.runtime.op_scratch`: right after capture, once per signature, cached
+process-wide); the liveness model and the printer only read the table here:
+scratch = the op's peak above entry during one call less its fresh outputs, counted on the
+op's line only (``high_water = live + allocated + scratch``). An op with no record, or
+whose record says it could not be measured (a profiler was running, the meta device), counts
+0 and its line is marked a **lower bound** (:func:`bound_note`); an op whose scratch depends on
+its input's values (:data:`VALUE_DEPENDENT_SCRATCH`, matrix_exp) is measured at large values
+and marked an **upper bound**.
 """
 from __future__ import annotations
 
@@ -44,12 +28,9 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-from .call_memory import measure_workspace
-from .storage import CUDA_ROUNDING
-
 __all__ = ["SCRATCH_OPS", "CUDA_SCRATCH_OPS", "CPU_LOW_PRECISION_SCRATCH_OPS", "VALUE_DEPENDENT_SCRATCH",
-           "has_scratch", "op_signature", "op_scratch_bytes", "record_op_scratch", "scratch_unknown", "scratch_key",
-           "lower_bound_note", "bound_note", "clear_cache"]
+           "OpScratch", "scratch_nodes", "has_scratch", "op_signature", "op_scratch_bytes", "scratch_unknown",
+           "lower_bound_note", "bound_note"]
 
 aten = torch.ops.aten
 
@@ -136,13 +117,6 @@ def _low_precision_on_cpu(node: fx.Node) -> bool:
     vals = [v for v in _vals(node)[0] if isinstance(v, torch.Tensor)]
     return bool(vals) and vals[0].device.type == "cpu" and any(v.dtype in _LOW_PRECISION for v in vals)
 
-_CACHE: dict[tuple, int] = {}  # (signature, rounding) -> scratch bytes; only successful measurements
-
-
-def clear_cache() -> None:
-    _CACHE.clear()
-
-
 def has_scratch(node: fx.Node) -> bool:
     """Is ``node`` an op of :data:`SCRATCH_OPS`, of :data:`CUDA_SCRATCH_OPS` on CUDA, or of
     :data:`CPU_LOW_PRECISION_SCRATCH_OPS` on CPU with a bfloat16/float16 tensor?"""
@@ -189,119 +163,74 @@ def op_signature(node: fx.Node) -> str | None:
                                          for v, b in zip(vals, _bits(node))) + ")"
 
 
-def _profiler_active() -> bool:
-    try:
-        return bool(torch.autograd.profiler._is_profiler_enabled)
-    except AttributeError:  # pragma: no cover - older torch
-        return False
+NOT_RECORDED = "not measured: no record (trace_lab.runtime.op_scratch.measure_op_scratch measures a trace's ops)"
 
 
-def _measure(node: fx.Node, rounding: int) -> tuple[int | None, str]:
-    """(scratch bytes or None, how / why not) of one call of ``node``'s op on placeholder inputs."""
-    vals, spec = _vals(node)
-    positions = [i for i, v in enumerate(vals) if isinstance(v, torch.Tensor)]
-    devices = {vals[i].device.type for i in positions}
-    if not positions or devices - {"cpu", "cuda"}:
-        return None, f"not measured on {', '.join(sorted(devices)) or 'a program without tensors'}"
-    if _profiler_active():
-        return None, "not measured: a profiler is active"
-    target = node.target
-    bits = _bits(node)
+class OpScratch(dict):
+    """One program's measured op scratch: signature -> ``{"bytes": int | None, "why": str, "bound": None |
+    "upper"}``, filled by the run stage (:mod:`trace_lab.runtime.op_scratch`) and read by the liveness model.
+    Every stage of the program shares the table; ``version`` counts the records set, so a cached liveness is
+    priced again once a record that could not be measured (``pending``) is measured later."""
 
-    def call(*tensors):
-        leaves = list(vals)
-        for i, t in zip(positions, tensors):
-            # lazy views (no allocation), as the real input is one
-            leaves[i] = t.conj() if bits[i] == "conj" else t._neg_view() if bits[i] == "neg" else t
-        args, kwargs = pytree.tree_unflatten(leaves, spec)
-        return target(*args, **kwargs)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.version = 0
 
-    largest = target.overloadpacket in VALUE_DEPENDENT_SCRATCH
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self.version += 1
 
-    def flat_call(*tensors):
-        if largest:  # in place: the fill allocates nothing inside the measured call
-            for t in tensors:
-                if t.is_floating_point() or t.is_complex():
-                    t.fill_(VALUE_DEPENDENT_FILL)
-        return [t for t in pytree.tree_leaves(call(*tensors)) if isinstance(t, torch.Tensor)]
+    def update(self, *args, **kwargs):  # noqa: D102 - through __setitem__, so the version counts
+        for k, v in dict(*args, **kwargs).items():
+            self[k] = v
 
-    try:
-        # outputs counted as the allocator rounds them (CUDA blocks), so their rounding is not scratch
-        scratch, _out_bytes, _layout = measure_workspace(flat_call, [vals[i] for i in positions], rounding)
-    except Exception as e:  # noqa: BLE001 - any failure: the line is a lower bound, and says why
-        first = str(e).strip().splitlines()[0][:120] if str(e).strip() else ""
-        return None, f"not measured: {type(e).__name__}: {first}"
-    if scratch is None:
-        return None, "not measured: the allocator could not be observed"
-    return int(scratch), "measured once per signature"
+    @property
+    def pending(self) -> list[str]:
+        """Signatures measured while a profiler ran: the run stage measures them again once it has stopped."""
+        return [sig for sig, rec in self.items() if rec.get("retry")]
+
+    def record(self, node: fx.Node) -> dict | None:
+        sig = op_signature(node)
+        return None if sig is None else self.get(sig)
 
 
-def op_scratch_bytes(node: fx.Node, rounding: int = 1) -> int:
-    """Scratch bytes ``node``'s op holds during its call (0 for ops outside :data:`SCRATCH_OPS`
-    and where it could not be measured: see :func:`scratch_unknown`). Measures on first use."""
+def scratch_nodes(gm) -> list[fx.Node]:
+    """Every op of ``gm`` and of its fused regions' own modules that takes scratch (:func:`has_scratch`)."""
+    modules = [gm] + [m for _, m in gm.named_modules() if m is not gm and hasattr(m, "graph")]
+    return [n for m in modules for n in m.graph.nodes if has_scratch(n)]
+
+
+def _record(node: fx.Node, table) -> dict:
     if not has_scratch(node):
-        return 0
-    signature = op_signature(node)
-    if signature is None:
-        node.meta["op_scratch"] = {"bytes": None, "why": "not measured: an argument has no recorded meta"}
-        return 0
-    key = (signature, rounding)
-    if key not in _CACHE:
-        scratch, why = _measure(node, rounding)
-        if scratch is None:
-            node.meta["op_scratch"] = {"bytes": None, "why": why, "signature": signature}
-            return 0
-        _CACHE[key] = scratch
-    scratch = _CACHE[key]
-    record = {"bytes": scratch, "why": "measured once per signature", "signature": signature}
-    if node.target.overloadpacket in VALUE_DEPENDENT_SCRATCH:
-        record.update(bound="upper", why=f"depends on the input's values: "
-                                         f"{VALUE_DEPENDENT_SCRATCH[node.target.overloadpacket]}; measured at large values")
-    node.meta["op_scratch"] = record
-    return scratch
+        return {"bytes": 0}
+    if op_signature(node) is None:
+        return {"bytes": None, "why": "not measured: an argument has no recorded meta"}
+    record = table.record(node) if table is not None else None
+    return record if record is not None else {"bytes": None, "why": NOT_RECORDED}
 
 
-def scratch_unknown(node: fx.Node) -> str | None:
-    """Why ``node``'s line is a lower bound (its op's scratch could not be measured), else None."""
-    record = node.meta.get("op_scratch")
-    if record is not None and record.get("bytes") is None:
-        return record.get("why") or "not measured"
-    return None
+def op_scratch_bytes(node: fx.Node, table: OpScratch | None) -> int:
+    """Scratch bytes ``node``'s op holds during its call, as ``table`` records it (0 for ops outside
+    :data:`SCRATCH_OPS` and where it was not measured: see :func:`scratch_unknown`). Reads only."""
+    return int(_record(node, table).get("bytes") or 0)
 
 
-def scratch_key(node: fx.Node):
-    """What the liveness cache keys on for ``node`` (``Trace.liveness`` via ``liveness.cache_key``): the
-    measured bytes, or for a scratch not measured yet whether it could be measured now, so a line
-    priced under a profiler is priced (and measured) again once the profiler has stopped."""
-    record = node.meta.get("op_scratch") or {}
-    if record.get("bytes") is not None:
-        return record["bytes"]
-    return ("not measured", _profiler_active())
+def scratch_unknown(node: fx.Node, table: OpScratch | None) -> str | None:
+    """Why ``node``'s line is a lower bound (its op's scratch was not measured), else None."""
+    record = _record(node, table)
+    return (record.get("why") or "not measured") if record.get("bytes") is None else None
 
 
-def lower_bound_note(node: fx.Node) -> str:
+def lower_bound_note(node: fx.Node, table: OpScratch | None) -> str:
     """The mark a printed line carries when its memory figure is a lower bound ('' otherwise)."""
-    why = scratch_unknown(node)
+    why = scratch_unknown(node, table)
     return f"[>= lower bound: scratch inside {node.target} {why}]" if why else ""
 
 
-def bound_note(node: fx.Node) -> str:
+def bound_note(node: fx.Node, table: OpScratch | None) -> str:
     """The mark a printed line carries when its memory figure is a bound, not the figure: a lower bound
     (scratch not measured) or an upper bound (:data:`VALUE_DEPENDENT_SCRATCH`); '' otherwise."""
-    record = node.meta.get("op_scratch") or {}
+    record = _record(node, table)
     if record.get("bound") == "upper" and record.get("bytes") is not None:
         return f"[<= upper bound: scratch inside {node.target} {record['why']}]"
-    return lower_bound_note(node)
-
-
-def record_op_scratch(trace, rounding: int | None = None) -> dict:
-    """Measure (or look up) the scratch of every op of ``trace`` in :data:`SCRATCH_OPS` now,
-    e.g. right after compiling it, before any measured run. Returns {line name: bytes or None}."""
-    if rounding is None:
-        rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
-    found = {}
-    for n in trace.ops:
-        if has_scratch(n):
-            scratch = op_scratch_bytes(n, rounding)
-            found[trace.name(n)] = None if scratch_unknown(n) else scratch
-    return found
+    return lower_bound_note(node, table)

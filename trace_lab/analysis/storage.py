@@ -1,7 +1,7 @@
 """Allocator arithmetic shared by the memory model and the measurements: the CUDA
 caching allocator's block size and the bytes a tensor's storage takes.
 
-Kept below :mod:`.liveness`, :mod:`.op_scratch` and :mod:`.call_memory` so that each can
+Kept below :mod:`.liveness`, :mod:`.op_scratch` and :mod:`trace_lab.runtime.call_memory` so that each can
 price bytes the same way without importing the others; :mod:`.liveness` re-exports
 ``CUDA_ROUNDING`` and ``tensor_bytes``.
 """

@@ -3,7 +3,7 @@
 A compiled region (Inductor kernels with intermediate buffers, split reductions; an
 nvFuser region split into segments with global intermediates) may allocate scratch
 memory that it frees before returning. Executors call :func:`measure_workspace` (from
-:mod:`trace_lab.analysis.call_memory`, re-exported here) once
+:mod:`trace_lab.runtime.call_memory`, re-exported here) once
 per compiled structure: the region runs on placeholder inputs of the recorded layouts
 (:func:`example_tensor`), once to warm up and once measured (``measure.measure_peak``);
 workspace = peak above entry - bytes of the fresh outputs, rounded as the liveness model
@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..analysis.call_memory import (example_tensor, fresh_output_bytes, measure_workspace, output_layout,
+from ..runtime.call_memory import (example_tensor, fresh_output_bytes, measure_workspace, output_layout,
                                     workspace_bytes)
 from ..analysis.buffers import region_output_bytes
 from ..analysis.region_record import RegionRecord, plan_record
 from ..ir.fx_util import tensor_values
 
-# the measuring helpers live in trace_lab.analysis.call_memory (op scratch uses them too)
+# the measuring helpers live in trace_lab.runtime.call_memory (op scratch uses them too)
 __all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "output_layout", "measure_workspace",
            "with_measured_layout", "compiled_region"]
 

@@ -33,7 +33,6 @@ from dataclasses import dataclass, fields
 import torch
 import torch.fx as fx
 
-from ..analysis.op_scratch import bound_note
 from .fx_util import is_getitem, tensor_values
 
 __all__ = ["Line", "trace_lines", "format_trace", "format_bytes", "plural", "type_comment", "source_line", "exec_namespace", "target_name"]
@@ -216,14 +215,10 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
     """The trace as printed, one :class:`Line` per line; :func:`format_trace` joins their text."""
     name_of = trace.name
     fn = trace.kind_function_name
-    live = trace.liveness() if annotate else None
+    memory = trace.liveness()  # the registered memory model: where each value dies (the `del`s)
+    live = memory if annotate else None
     by_node = {ln.node: ln for ln in live.lines} if live else {}
-    if not live:
-        from ..analysis.liveness import compute_liveness
-
-        dels = {ln.node: ln.dead_values for ln in compute_liveness(trace).lines}
-    else:
-        dels = {ln.node: ln.dead_values for ln in live.lines}
+    dels = {ln.node: ln.dead_values for ln in memory.lines}
     out = [Line(f"# trace_lab: {trace.kind} program, stage '{trace.stage}'", "title")]
     if annotate:
         # "peak" is the peak above inputs everywhere (report/table.py); the high-water mark says what it counts
@@ -262,8 +257,8 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
                                           f"~{format_bytes(ln.workspace)} inside" if ln.workspace else "") if x) or "+0"
             rec.peak = live.peak_line is ln
             mark = f"  <- peak {format_bytes(ln.high_water - live.entry_bytes)} above inputs" if rec.peak else ""
-            if bound_note(n):  # an op whose scratch was not measured (lower bound) or depends on values (upper)
-                mark += f"  {bound_note(n)}"
+            if ln.bound:  # an op whose scratch was not measured (lower bound) or depends on values (upper)
+                mark += f"  {ln.bound}"
             rec.text += f"  | live {format_bytes(ln.live_after)} ({change}){mark}"
             rec.live_after, rec.high_water, rec.allocated, rec.freed = ln.live_after, ln.high_water, ln.allocated, ln.freed
         out.append(rec)

@@ -8,7 +8,11 @@ how long that pass took. Traces are immutable by convention: passes build a new
 GraphModule and call :meth:`Trace.derive`. Nothing writes a Trace after the passes:
 what an executor finds when it compiles the last stage comes back on its
 ``CompiledProgram`` and the jit joins it to that stage by op id
-(:meth:`Trace.with_regions`, read through ``analysis.region_record.region_record``).
+(:meth:`Trace.with_regions`, read through ``analysis.region_record.region_record``), and what the
+run stage measures right after capture (each op's scratch) is a table of records every stage
+shares (``op_scratch``). The IR is the ground floor: it imports nothing above it. Its
+``liveness()`` asks the memory model that :mod:`trace_lab.analysis.liveness` registers
+(:func:`use_memory_model`), and pricing a line only reads records: printing never measures.
 
 Multi-output ops (``native_layer_norm``, ``_foreach_*``) are shown unpacked,
 Thunder style: ``(t5, t6, _) = aten.native_layer_norm.default(...)``. Their
@@ -26,9 +30,17 @@ import torch.fx as fx
 
 from .fx_util import is_getitem, node_device, tensor_values
 
-__all__ = ["Trace", "is_getitem", "tensor_values", "node_device"]  # the helpers live in fx_util
+__all__ = ["Trace", "use_memory_model", "is_getitem", "tensor_values", "node_device"]  # the helpers live in fx_util
 
 _NO_REGIONS = MappingProxyType({})
+_MEMORY_MODEL: dict = {}  # "price": Trace -> Liveness, "key": Trace -> cache key (analysis.liveness registers)
+
+
+def use_memory_model(price, key) -> None:
+    """Register the memory model ``Trace.liveness`` asks: ``price(trace, materialized_regions=...)`` and
+    ``key(trace)``, what its cached result depends on besides the graph. trace_lab.analysis.liveness calls
+    this when imported (the package imports it), so the IR needs no import of the layer above it."""
+    _MEMORY_MODEL.update(price=price, key=key)
 
 
 class Trace:
@@ -36,7 +48,8 @@ class Trace:
 
     def __init__(self, gm: fx.GraphModule, kind: str, stage: str = "as captured",
                  input_names: list[str] | None = None, pass_seconds: float = 0.0, info: dict | None = None,
-                 owned_inputs: dict[int, str] | None = None, materialized_regions: bool = False):
+                 owned_inputs: dict[int, str] | None = None, materialized_regions: bool = False,
+                 op_scratch=None):
         self.gm = gm
         self.kind = kind
         self.stage = stage
@@ -53,6 +66,9 @@ class Trace:
         # what compiling this stage found, per region (op id -> analysis.region_record.RegionRecord):
         # empty until the stage is joined to its compiled program (with_regions)
         self.compiled_regions = _NO_REGIONS
+        # what the run stage measured of this program's ops (analysis.op_scratch.OpScratch: signature ->
+        # record), shared by every stage derived from this one; None until measured (lines are lower bounds)
+        self.op_scratch = op_scratch
         self.names: dict[fx.Node, str] = self._assign_names()
 
     # -- structure --------------------------------------------------------------------
@@ -90,7 +106,7 @@ class Trace:
         after fusion keeps the regions and their reasons unless it says otherwise)."""
         carried = {"region_ends": self.info["region_ends"]} if self.info.get("region_ends") else {}
         return Trace(gm, self.kind, stage, self._input_names, pass_seconds, {**carried, **(info or {})},
-                     self.owned_inputs, self.materialized_regions)
+                     self.owned_inputs, self.materialized_regions, self.op_scratch)
 
     def with_regions(self, regions) -> "Trace":
         """This stage joined to what compiling it found: ``regions`` (``CompiledProgram.regions``,
@@ -181,14 +197,14 @@ class Trace:
     # -- analyses -----------------------------------------------------------------------
     def liveness(self, materialized_regions: bool | None = None):
         """Per-line memory (see :mod:`trace_lab.analysis.liveness`), cached per mode."""
-        from ..analysis.liveness import cache_key, compute_liveness
-
+        if not _MEMORY_MODEL:
+            raise RuntimeError("no memory model registered: import trace_lab (trace_lab.analysis.liveness registers it)")
         if materialized_regions is None:  # the executor that runs this trace (the jit said so)
             materialized_regions = self.materialized_regions
-        key = (bool(materialized_regions), cache_key(self))
+        key = (bool(materialized_regions), _MEMORY_MODEL["key"](self))
         cache = self.__dict__.setdefault("_liveness_cache", {})
         if key not in cache:
-            cache[key] = compute_liveness(self, materialized_regions=bool(materialized_regions))
+            cache[key] = _MEMORY_MODEL["price"](self, materialized_regions=bool(materialized_regions))
         return cache[key]
 
     # -- text ----------------------------------------------------------------------------

@@ -69,6 +69,7 @@ class MemoryModel:
     def __init__(self, trace, graph: OpGraph, materialized: bool):
         self.graph = graph
         self.materialized = materialized
+        self.op_scratch = getattr(trace, "op_scratch", None)  # the run stage's records (read only)
         buffers = Buffers(trace)
         self.rounding = buffers.rounding
         self.buffers = buffers
@@ -111,7 +112,8 @@ class MemoryModel:
         touched = {b for _, b in self._in[n]} | {b for b in self.slots.get(n, []) if b is not None}
         alloc = sum(self.nbytes[b] for b in self.created.get(n, []))
         # a region fused earlier (run op by op, or its compiled workspace), a plain op's scratch
-        extra = line_transient(n, self.rounding, self.materialized, alloc, self.buffers.record(n))
+        extra = line_transient(n, self.rounding, self.materialized, alloc, self.buffers.record(n),
+                               self.op_scratch)
         return UnitCost(alloc, extra, tuple(sorted(touched)))
 
     def _region_cost(self, unit: Unit) -> UnitCost:

@@ -37,6 +37,7 @@ from ..options import FUSION_STRATEGIES, Options, check_names, with_signature
 from ..passes import PassContext, run_pipeline
 from ..torch_support import release
 from ..ir.trace import Trace, node_device
+from ..runtime.op_scratch import complete_op_scratch, measure_op_scratch
 
 __all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES",
            "compile_progress"]
@@ -112,6 +113,7 @@ class JitFunction:
         self.gradients_copied = default_loss_copies_gradient
         self.dynamo_breaks: list[str] = []  # Dynamo's graph-break messages while nothing was captured
         self.parts_run_in_last_call = 0
+        self._scratch_pending = False  # an op's scratch could not be measured under a profiler: measure it later
         self.progress = getattr(_PROGRESS, "callback", None)  # compile events (compile_progress)
         _raise_recompile_limits()
         self._compiled = torch.compile(_entry(fn), backend=self.session.backend, dynamic=False)
@@ -120,6 +122,8 @@ class JitFunction:
     def __call__(self, *args, **kwargs):
         self.calls += 1
         self.parts_run_in_last_call = 0
+        if self._scratch_pending:
+            self.complete_measurements()
         breaks = None if self.programs else dynamo_break_counts()  # why nothing is captured (last_traces)
         try:
             out = self._compiled(*args, **kwargs)
@@ -160,6 +164,15 @@ class JitFunction:
             self._measure = old
             windows, self._cpu_windows = self._cpu_windows, old_windows
             windows.close()
+            if self._scratch_pending:
+                self.complete_measurements()
+
+    def complete_measurements(self) -> None:
+        """Measure the op scratch a profiler kept from being measured at capture (if no profiler runs now):
+        the traces' records are completed and their liveness is priced again."""
+        complete_op_scratch([part.traces[0] for _, _, part in program_parts(self) if part.traces])
+        self._scratch_pending = any(part.traces[0].op_scratch.pending for _, _, part in program_parts(self)
+                                    if part.traces and part.traces[0].op_scratch is not None)
 
     def use_executor(self, executor) -> "JitFunction":
         """Run the programs compiled from now on that resolve to ``executor.name`` on this
@@ -211,6 +224,9 @@ class JitFunction:
         # every stage prints its liveness as this executor runs regions (derived stages keep the flag)
         trace = Trace(part.gm, part.kind, "as captured", names, owned_inputs=owned,
                       materialized_regions=executor.materializes_regions)
+        # what the ops take inside their calls is measured now, once, as records every stage reads
+        measure_op_scratch(trace)
+        self._scratch_pending = self._scratch_pending or bool(trace.op_scratch.pending)
 
         def build(keep_unfused=frozenset()):
             part.traces = run_pipeline(trace, PassContext(options, executor, keep_unfused))  # kept if compiling fails

@@ -121,7 +121,7 @@ def _lower_bound(trace) -> str:
     modules = [trace.gm] + [m for _, m in trace.gm.named_modules() if m is not trace.gm and hasattr(m, "graph")]
     for gm in modules:
         for n in gm.graph.nodes:
-            why = scratch_unknown(n) if n.op == "call_function" else None
+            why = scratch_unknown(n, trace.op_scratch) if n.op == "call_function" else None
             if why:
                 ops.setdefault(str(n.target), why)
     if not ops:
@@ -215,7 +215,7 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
     if unknown:
         raise TraceLabError(f"predict: unknown strategies {unknown}; choose from "
                             f"{', '.join(s for s in FUSION_STRATEGIES if s != 'auto')}")
-    import trace_lab
+    from .jit import jit
 
     rounding = CUDA_ROUNDING if device == "cuda" else 1
     exec_name, _ = resolve_executor(executor, torch.device(device))
@@ -226,7 +226,7 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
         "attention runs as the meta device's math path: where a device picks a flash or memory-efficient "
         "attention kernel, its program and peak differ"])
     for strategy in chosen:
-        jfn = trace_lab.jit(_on_meta(fn), fusion=strategy, executor=exec_name)
+        jfn = jit(_on_meta(fn), fusion=strategy, executor=exec_name)
         planner = _MetaPlanner(get_executor(exec_name, jfn.options))
         jfn.use_executor(planner)
         if loss is not None:  # a custom loss's gradients are autograd's fresh tensors (analysis/handover.py)

@@ -177,7 +177,7 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
         if region not in regions:
             raise TraceLabError(f"export_repro: {trace.kind} '{trace.stage}' has no region {region!r}; its regions: "
                                 f"{', '.join(regions) or 'none'}")
-        sub = Trace(trace.gm.get_submodule(region), "inference")
+        sub = Trace(trace.gm.get_submodule(region), "inference", op_scratch=trace.op_scratch)
         _refuse_unwritable(sub, f"region {region}")
         defs, entry, inputs = [_function_text(sub, region)], region, sub.inputs
         domains = input_domains(sub)
@@ -186,7 +186,7 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
         _refuse_unwritable(trace, f"the {trace.kind} program")
         defs = []
         for name, node in regions.items():
-            sub = Trace(trace.gm.get_submodule(node.target), "inference")
+            sub = Trace(trace.gm.get_submodule(node.target), "inference", op_scratch=trace.op_scratch)
             _refuse_unwritable(sub, f"region {name}")
             defs.append(_function_text(sub, name))
         entry = trace.kind_function_name

@@ -20,7 +20,9 @@ import datetime
 
 import torch
 
+from ..analysis.op_scratch import OpScratch
 from ..capture.thunder import ThunderTrace, del_agreement, from_thunder_trace, thunder_stage_name
+from ..runtime.op_scratch import measure_op_scratch
 from ..ir.printer import format_bytes
 from ..report.report import Report, part_summary
 from ..report.view_model import PartView, ViewModel, graphs_of, stage_view
@@ -67,6 +69,10 @@ def _stages(traces, kind: str, caller_held: set[str], notes: list[str], groups=N
             out.append(from_thunder_trace(t, kind, stage, caller_held, groups))
         except Exception as e:  # noqa: BLE001 - one trace that does not convert must not lose the others
             notes.append(f"{kind} trace {i} ('{stage}') not shown: {type(e).__name__}: {e}")
+    table = OpScratch()  # the run stage measures the ops' scratch once; every stage reads the same records
+    for t in out:
+        t.op_scratch = table
+        measure_op_scratch(t)
     return out
 
 
@@ -119,7 +125,7 @@ def _with_measured_regions(ctx, trace: ThunderTrace, notes: list[str]) -> Thunde
     """The last stage joined to what each of Thunder's fusions does when called alone on inputs of the
     recorded shapes (its output layout and the workspace inside the call), as trace_lab's executors
     record their own regions; the liveness model then counts that workspace on the fusion's line."""
-    from ..analysis.call_memory import measure_workspace
+    from ..runtime.call_memory import measure_workspace
     from ..analysis.buffers import default_rounding
     from ..analysis.region_record import RegionRecord
 

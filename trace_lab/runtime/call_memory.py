@@ -6,14 +6,14 @@ runs a callable on such inputs once to warm up and once measured (``measure.meas
 and returns workspace = peak above entry - bytes of the fresh outputs, rounded as the
 liveness model rounds, plus the outputs' layout (:func:`output_layout`). The executors use
 it for compiled regions (:mod:`trace_lab.executors.workspace` records the result on the
-region node) and :mod:`.op_scratch` for plain ops; it lives here, below both, so that the
-analysis layer does not import the executors.
+region's record) and :mod:`.op_scratch` for plain ops. It measures, so it lives in the runtime, with
+:mod:`.measure`; the analysis layer only reads what it found (records on the Trace).
 """
 from __future__ import annotations
 
 import torch
 
-from .storage import tensor_bytes
+from ..analysis.storage import tensor_bytes
 
 __all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "output_layout", "measure_workspace"]
 
@@ -89,7 +89,7 @@ def measure_workspace(fn, input_vals, rounding: int) -> tuple:
     from torch._guards import tracing
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    from ..runtime.measure import measure_peak
+    from .measure import measure_peak
 
     with unset_fake_temporarily(), tracing(None), torch.no_grad():
         args = [example_tensor(v, zeros=False) for v in input_vals]
