@@ -28,8 +28,9 @@ def _say(msg: str) -> None:
 
 
 def run_workloads(names, out: Path, device: str, size: str, fusion: str, executor: str, runs: int) -> list[dict]:
-    import trace_lab
     from examples.workloads import get
+
+    from .run.inspection import inspect
 
     rows = []
     for name in names:
@@ -37,8 +38,8 @@ def run_workloads(names, out: Path, device: str, size: str, fusion: str, executo
         _say(f"{name}: compiling and measuring ({device}, {size}, fusion={fusion}, executor={executor})")
         try:
             fn, args = get(name).make(device, size)
-            report = trace_lab.inspect(fn, *args, fusion=fusion, executor=executor, runs=runs, name=name,
-                                       progress=lambda m, n=name: _say(f"{n}: {m}"))
+            report = inspect(fn, *args, fusion=fusion, executor=executor, runs=runs, name=name,
+                             progress=lambda m, n=name: _say(f"{n}: {m}"))
             report.save_html(out / f"{name}.html")
             report.save_json(out / f"{name}.json")
             (out / f"{name}.txt").write_text(str(report) + "\n\n" + "\n\n".join(

@@ -109,7 +109,7 @@ def _group_size(group_name) -> int:
 
 
 def _is_free(n: fx.Node) -> bool:
-    from ..passes.collectives import WAIT, is_view_op
+    from ..ir.collectives import WAIT, is_view_op
 
     return is_getitem(n) or (n.op == "call_function" and (n.target is WAIT or is_view_op(n)))
 
@@ -183,7 +183,7 @@ def estimate_timeline(trace, model: CostModel | None = None, materialized_region
     compute_t = comm_t = 0.0
     ends: dict[fx.Node, float] = {}
     compute, comm, memory = [], [], [[0.0, trace.liveness(materialized_regions).entry_bytes]]
-    from ..passes.collectives import WAIT
+    from ..ir.collectives import WAIT
 
     for n in trace.ops:
         name = trace.name(n) if not isinstance(n.meta.get("val"), (list, tuple)) else n.name

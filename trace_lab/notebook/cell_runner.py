@@ -58,8 +58,8 @@ class CellRunner:
 
     def predict(self):
         """``trace_lab.predict`` of the cell (``--meta``): its inputs and the modules it reads as meta twins."""
-        import trace_lab
+        from ..run.predict import predict
 
         fn, args = self.program.build(self.user_ns, self.function_name)
         device = "cuda" if any(getattr(t, "is_cuda", False) for t in _tensors(args)) else "cpu"
-        return trace_lab.predict(fn, *args, device=device, loss=lambda out: None)
+        return predict(fn, *args, device=device, loss=lambda out: None)

@@ -98,7 +98,7 @@ RunOptions.__module__ = __name__
 def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
     """(Report, the names the cell bound in its last compiled call): ``trace_lab.inspect`` of a cell function."""
     __tracebackhide__ = True  # noqa: F841
-    import trace_lab
+    from ..run.inspection import inspect
 
     outputs: list = []
 
@@ -112,9 +112,9 @@ def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
     # the front end renders the last outputs while this cell runs (Run All): timing waits for it to finish; not
     # in a --nproc rank, whose timed runs meet the other ranks' at every collective
     with _reporting(progress), settling(0.0 if _in_process_group() else NOTEBOOK_SETTLE_SECONDS):
-        report = trace_lab.inspect(fn, *args, **given, measure_memory=options.runs > 0, backward=None,
-                                   loss=keep_output, name=label, progress=progress,
-                                   measure_step=bool(options.baseline))  # the figure --baseline peers have
+        report = inspect(fn, *args, **given, measure_memory=options.runs > 0, backward=None,
+                         loss=keep_output, name=label, progress=progress,
+                         measure_step=bool(options.baseline))  # the figure --baseline peers have
     return report, (dict(outputs[-1]) if outputs and isinstance(outputs[-1], dict) else {})
 
 

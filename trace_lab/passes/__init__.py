@@ -1,42 +1,21 @@
 """Passes: pure ``Trace -> Trace`` rewrites, run as a recorded pipeline.
 
 Each pass is a plain function ``pass_fn(trace, ctx) -> Trace`` registered in
-:data:`PASSES` under its name. :func:`run_pipeline` applies the passes that the
-options ask for, in a fixed order, and keeps every intermediate Trace as a
-stage named after the pass, with the seconds the pass took. A pass that changes
-nothing still leaves a stage, so users see that it ran. Passes read their
-switches from ``ctx.options``, a checked :class:`trace_lab.options.Options`.
+:data:`PASSES` under its name (``registry.py``, which the pass modules import).
+:func:`run_pipeline` applies the passes that the options ask for, in a fixed order,
+and keeps every intermediate Trace as a stage named after the pass, with the seconds
+the pass took. A pass that changes nothing still leaves a stage, so users see that it
+ran. Passes read their switches from ``ctx.options``, a checked :class:`trace_lab.options.Options`.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Callable
 
-from ..options import Options
 from ..ir.trace import Trace
+from ..options import Options
+from .registry import PASSES, PassContext, register_pass
 
 __all__ = ["PassContext", "PASSES", "register_pass", "run_pipeline", "pipeline_for"]
-
-
-@dataclass
-class PassContext:
-    options: Options
-    executor: object  # trace_lab.executors.Executor
-    # names of ops the fusion pass must leave unfused (the memory strategy's compile feedback)
-    keep_unfused: frozenset = frozenset()
-
-
-PASSES: dict[str, Callable[[Trace, PassContext], Trace]] = {}
-
-
-def register_pass(name: str):
-    def deco(fn):
-        PASSES[name] = fn
-        fn.pass_name = name
-        return fn
-
-    return deco
 
 
 def _load_passes() -> None:

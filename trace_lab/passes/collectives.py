@@ -1,12 +1,9 @@
-"""Collectives in fx graphs: recognising them and rebuilding graphs around them.
+"""Collectives in fx graphs: rebuilding graphs around them.
 
 Shared by the ``fsdp`` pass (which inserts torch's functional collectives) and
-the ``sort_waits`` pass (which reorders them). A *collective* is a
-``torch.ops._c10d_functional`` op that returns a tensor still being written by
-the communication library; the value may be read only after the
-``wait_tensor`` applied to it. View-like ops on a waited value (``slice``,
-``view``, ``permute``, ...) move with their wait: they cost nothing and are not
-consumers in the scheduling sense.
+the ``sort_waits`` pass (which reorders them). What a collective, a wait and a
+view op are is the IR's (:mod:`trace_lab.ir.collectives`, re-exported here):
+view-like ops on a waited value move with their wait.
 
 Rebuilding: :func:`rebuild` copies a graph into a new GraphModule in a given
 node order (checked to be topological); :func:`new_node` creates a node and its
@@ -14,42 +11,15 @@ node order (checked to be topological); :func:`new_node` creates a node and its
 """
 from __future__ import annotations
 
-import torch
 import torch.fx as fx
 
 from ..errors import TraceLabError
+from ..ir.collectives import (ALL_GATHER, C10D, COLLECTIVES, REDUCE_SCATTER, VIEW_OPS, WAIT, is_all_gather,
+                              is_collective, is_view_op, is_wait)
 from ..ir.trace import is_getitem
 
-__all__ = ["C10D", "WAIT", "ALL_GATHER", "REDUCE_SCATTER", "COLLECTIVES", "is_wait", "is_collective",
+__all__ = ["C10D", "WAIT", "ALL_GATHER", "REDUCE_SCATTER", "COLLECTIVES", "VIEW_OPS", "is_wait", "is_collective",
            "is_all_gather", "is_view_op", "wait_chain", "rebuild", "new_node", "fake_mode_of"]
-
-C10D = torch.ops._c10d_functional
-WAIT = C10D.wait_tensor.default
-ALL_GATHER = C10D.all_gather_into_tensor.default
-REDUCE_SCATTER = C10D.reduce_scatter_tensor.default
-COLLECTIVES = {ALL_GATHER, REDUCE_SCATTER, C10D.all_reduce.default, C10D.all_to_all_single.default,
-               C10D.broadcast.default}
-
-aten = torch.ops.aten
-VIEW_OPS = {aten.view.default, aten.slice.Tensor, aten.permute.default, aten.t.default, aten.expand.default,
-            aten.alias.default, aten._unsafe_view.default, aten.unsqueeze.default, aten.squeeze.dim,
-            aten.transpose.int, aten.select.int, aten.as_strided.default, aten.reshape.default}
-
-
-def is_wait(n: fx.Node) -> bool:
-    return n.op == "call_function" and n.target is WAIT
-
-
-def is_collective(n: fx.Node) -> bool:
-    return n.op == "call_function" and n.target in COLLECTIVES
-
-
-def is_all_gather(n: fx.Node) -> bool:
-    return n.op == "call_function" and n.target is ALL_GATHER
-
-
-def is_view_op(n: fx.Node) -> bool:
-    return n.op == "call_function" and n.target in VIEW_OPS and len(n.all_input_nodes) == 1
 
 
 def wait_chain(wait: fx.Node) -> list[fx.Node]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from . import register_pass
+from .registry import register_pass
 from .collectives import ALL_GATHER, REDUCE_SCATTER, WAIT, fake_mode_of, new_node, rebuild
 
 __all__ = ["fsdp_pass", "lower_fsdp", "tag_gathers_for_recompute"]

@@ -23,7 +23,7 @@ The result's ``info`` records the strategy, the regions and the predicted peak.
 from __future__ import annotations
 
 from ..options import FUSION_STRATEGIES
-from . import register_pass
+from .registry import register_pass
 from .partition import (OpGraph, dataflow_groups, horizontal_order, singleton_units, topological_order)
 from .region_ends import region_ends
 from .regions import build_trace

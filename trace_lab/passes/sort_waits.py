@@ -26,7 +26,7 @@ from collections import deque
 
 import torch.fx as fx
 
-from . import register_pass
+from .registry import register_pass
 from .collectives import getitems_of, is_all_gather, is_collective, is_wait, ops_with_getitems, rebuild, wait_chain
 
 __all__ = ["sort_waits_pass", "sort_waits_order", "default_max_inflight"]
