@@ -33,13 +33,15 @@ native call (a C++ compile) finishes first. One rerun per view at a time. A
 failed or stopped rerun shows its error in the status row, writes nothing back
 and keeps every earlier run. The first run of a cell is synchronous (it *is*
 the cell's execution, interruptible like any cell).
+
+Parts: this module is the LabView itself (layout, reruns, views, display); the option
+controls and the progress bar are :mod:`.lab_controls`, stopping a background rerun (the
+worker interrupt, the kernel's idle SIGINT hook) :mod:`.rerun_interrupt`.
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 import time
-import weakref
 
 from ..options import SCHEMA
 from ..report.html import (BARS_LEGEND, LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html,
@@ -53,102 +55,14 @@ from .region_tools import RegionTools
 from .progress import RunProgress
 from .runner import RunOptions
 from .session import Session
+from .lab_controls import _BAR_MAX, WIDGET_OPTIONS, _control, _control_value, _shower, progress_widget
+from .rerun_interrupt import _ACTIVE, _async_raise, _install_interrupt_hook, _wait_for_timing
 
 __all__ = ["LabView", "progress_widget"]
-
-_BAR_MAX = 1000  # the progress bars' resolution (RunProgress gives a fraction)
-_ACTIVE: "weakref.WeakSet[LabView]" = weakref.WeakSet()
-_HOOK_INSTALLED = False
 
 
 def _wrap(body: str) -> str:
     return f'<div class="tl-report">{body}</div>'
-
-
-def progress_widget(text: str = "starting"):
-    """(box, callback): a progress bar + label, and the ``progress(msg)`` callback that drives it (a
-    :class:`.progress.RunProgress`: inspect's steps, jit's compile events, the elapsed time)."""
-    import ipywidgets as W
-
-    bar = W.IntProgress(min=0, max=_BAR_MAX, value=0, layout=W.Layout(width="180px"))
-    label = W.Label(text)
-    return W.HBox([W.Label("trace_lab:"), bar, label]), RunProgress(_shower(bar, label))
-
-
-def _shower(bar, label):
-    """show(text, fraction) for a RunProgress: sets the label and the bar (never backwards)."""
-    def show(text: str, fraction: float) -> None:
-        bar.value = max(bar.value, min(int(fraction * _BAR_MAX), _BAR_MAX))
-        label.value = text
-
-    return show
-
-
-WIDGET_OPTIONS = [o for o in SCHEMA if "widget" in o.surfaces]  # one control each, in schema order
-
-
-def _control(W, opt, value):
-    """The control of one schema option: a dropdown of its choices, a checkbox, a number, or (an
-    optional number) a text box where empty means None."""
-    label = opt.label or opt.name
-    if opt.choices is not None:
-        return W.Dropdown(options=list(opt.choices), value=value, description=label, layout=W.Layout(width="190px"))
-    if opt.type is bool:
-        return W.Checkbox(value=value, description=label, indent=False, layout=W.Layout(width="auto"))
-    if opt.none_ok or opt.default is None:
-        return W.Text(value="" if value is None else str(value), placeholder="none", description=label,
-                      layout=W.Layout(width="130px"))
-    return W.BoundedIntText(value=value, min=opt.minimum or 0, max=10000, description=label,
-                            layout=W.Layout(width="130px"))
-
-
-def _control_value(opt, control):
-    value = control.value
-    if isinstance(value, str) and opt.type is int:
-        return int(value) if value.strip() else None
-    return opt.type(value)
-
-
-def _wait_for_timing(limit: float = 60.0) -> None:
-    """Wait (at most ``limit`` s) while a program is timed or measured in this process: a rerun that ends then
-    draws its views (and the front end renders them) only after it."""
-    from ..runtime.measure import timing_active
-
-    deadline = time.monotonic() + limit
-    while timing_active() and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def _async_raise(thread: threading.Thread, exc_type=KeyboardInterrupt) -> bool:
-    if thread.ident is None or not thread.is_alive():
-        return False
-    n = ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))
-    return n == 1
-
-
-def _install_interrupt_hook(shell) -> None:
-    """Make the kernel's Interrupt stop background reruns while no cell is running.
-
-    ipykernel ignores SIGINT while idle and restores ``kernel.saved_sigint_handler``
-    after each message; putting our handler there (from a click handler, i.e.
-    inside a message) makes it the idle handler. It stops running reruns and
-    otherwise defers to the previous idle handler.
-    """
-    global _HOOK_INSTALLED
-    kernel = getattr(shell, "kernel", None)
-    if _HOOK_INSTALLED or kernel is None or not hasattr(kernel, "saved_sigint_handler"):
-        return
-    previous = kernel.saved_sigint_handler
-
-    def on_sigint(signum, frame):
-        views = [v for v in list(_ACTIVE) if v.running]
-        for v in views:
-            v.stop()
-        if not views and callable(previous):
-            previous(signum, frame)
-
-    kernel.saved_sigint_handler = on_sigint
-    _HOOK_INSTALLED = True
 
 
 class LabView:
