@@ -174,7 +174,7 @@ def peers(executor: str, size: str) -> list[dict]:
     """trace_lab's run (measure_step) beside the --baseline peers, all measured the same way."""
     import trace_lab
     from examples.workloads import get
-    from trace_lab.run.peers import run_peer
+    from trace_lab.lab.peers import run_peer
 
     rows = []
     model, (x,) = get("llama2").make("cuda", size)

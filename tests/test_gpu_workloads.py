@@ -56,8 +56,7 @@ def test_workload_on_cuda_matches_eager(name, executor, strategy):
     assert checked["outputs"] + checked["values"] > 0
     assert mem, "no memory measurement was taken"
     if executor != "eager":
-        jfn = report.jfn
-        regions = [r for p in jfn.programs for part in p.parts for r in part.compiled.regions.values()]
+        regions = [r for rec in report.compilations for r in rec.compiled.regions.values()]
         assert regions, f"no fused region reached the {executor} executor"
         if executor == "nvfuser":
             fallbacks = [s["fallback"] for r in regions for s in r.details["segments"] if "fallback" in s]

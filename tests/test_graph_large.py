@@ -103,7 +103,7 @@ def test_save_graphs_from_report(tmp_path):
     kinds = {n.split("_p0_")[1].split("_")[0] for n in names}
     assert kinds == {"forward", "backward"}
     drawn = ".svg" if shutil.which("dot") else ".html"  # laid out by dot, or in the browser
-    stages = [len(part.traces) for p in report.jfn.programs for part in p.parts]
+    stages = [len(r.stages) for r in report.compilations]
     expected = sum(min(n, 2) for n in stages)  # first and last stage of each part
     assert len(stages) == 2 and sum(n.endswith(drawn) and "_memory" not in n for n in names) == expected
     with pytest.raises(TypeError, match="a Report, a Trace or a list of Traces"):

@@ -35,9 +35,11 @@ ROOT = Path(trace_lab.__file__).resolve().parent
 # may import whom, and differs from the arrows where the code's dependencies do:
 #  - capture builds Programs of ir Traces and needs nothing else, so it sits just above ir;
 #  - executors and runtime are one stage (executors run their programs through runtime's code);
-#  - run builds the Report (inspect, peers, from_thunder), so report sits below run;
-#  - distributed's sharding and collective measurement are used by run (jit's fsdp, inspect)
-#    and report (the timeline's measured communication), so it sits below both; its launcher
+#  - run makes records (compilation records, measurements) and report reads them, so run sits
+#    below report; the entry points that do both for one call (inspect, the --baseline peers,
+#    from_thunder) are the lab stage above report (trace_lab/lab/);
+#  - distributed's sharding and collective measurement are used by run (jit's fsdp), lab (inspect)
+#    and report (the timeline's measured communication), so it sits below them; its launcher
 #    ships a rank's Report as plain data without importing the class.
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("trace_lab.errors", "trace_lab.options", "trace_lab.torch_support")),
@@ -47,8 +49,9 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("passes", ("trace_lab.passes",)),
     ("executors/runtime", ("trace_lab.executors", "trace_lab.runtime")),
     ("distributed", ("trace_lab.distributed",)),
-    ("report", ("trace_lab.report",)),
     ("run", ("trace_lab.run",)),
+    ("report", ("trace_lab.report",)),
+    ("lab", ("trace_lab.lab",)),
     ("front ends", ("trace_lab.notebook", "trace_lab.cli")),
     ("facade", ("trace_lab", "trace_lab.__main__")),  # trace_lab/__init__.py and python -m trace_lab
 ]
@@ -144,8 +147,8 @@ def test_the_graph_sees_module_and_function_level_and_ancestor_imports():
     graph = import_graph()
     assert "trace_lab.ir.fx_util" in graph["trace_lab.ir.trace"]  # module level
     assert "trace_lab.executors.eager" in graph["trace_lab.executors.base"]  # the registry's loads, function-local
-    assert "trace_lab.run.compare" in graph["trace_lab.run.peers"]  # from . import compare: the submodule
-    assert "trace_lab.run" not in graph["trace_lab.run.peers"]  # ... and not the package
+    assert "trace_lab.run.compare" in graph["trace_lab.lab.peers"]  # from ..run import compare: the submodule
+    assert "trace_lab.run" not in graph["trace_lab.lab.peers"]  # ... and not the package
     assert "trace_lab.passes.registry" in graph["trace_lab.passes.fusion"]
     mods = _modules()
     # an ancestor package counts: from . import x (x defined in __init__), import trace_lab

@@ -160,7 +160,7 @@ def test_cuda_graphs_match_eager(name, strategy):
         assert cmp.ok, (i, cmp.problems[:5])
         for where, err, dtype in _rel_errors(got, eager):
             assert err <= (2e-2 if dtype in (torch.bfloat16, torch.float16) else 1e-4), (i, where, err, dtype)
-    graphs = [part.compiled.graphs for p in jfn.programs for part in p.parts]
+    graphs = [r.graphs for r in jfn.compilations()]
     assert graphs and all(g.replays >= 2 and not g.notes for g in graphs), [g.summary() + str(g.notes) for g in graphs]
 
 

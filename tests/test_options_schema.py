@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import trace_lab
-from trace_lab.run.inspection import inspect as lab_inspect
+from trace_lab.lab.inspection import inspect as lab_inspect
 from trace_lab.options import (OPTIONS, SCHEMA, UNSET, OptionError, Options, UnknownOptionError, check_option,
                                docs_table, names)
 

@@ -47,8 +47,8 @@ def big():
 
 
 def part_traces(rep) -> list:
-    """[(label, Traces)] of a local report, straight from its JitFunction (not from the view model the page reads)."""
-    return [(f"{part.kind} #{p.index}", list(part.traces)) for p in rep.jfn.programs for part in p.parts if part.traces]
+    """[(label, Traces)] of a local report, straight from its compilation records (not from the view model the page reads)."""
+    return [(r.label, list(r.traces)) for r in rep.compilations if r.traces]
 
 
 def _section(page: str, i: int) -> str:
@@ -161,6 +161,7 @@ def test_window_and_store_for_local_and_stored_reports(monkeypatch):
     """With a low threshold a small forward/backward report is windowed too: the peak row of every stage
     is shown, the store holds every line; a report rebuilt from stored data (--nproc) gets the same view."""
     from trace_lab.report import html as H
+    from trace_lab.report import trace_html as T  # the Trace tab's module: its constants are read there
     from trace_lab.report.distributed_report import DistributedReport
 
     def fn(x, w):
@@ -169,9 +170,9 @@ def test_window_and_store_for_local_and_stored_reports(monkeypatch):
 
     x, w = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
     rep = trace_lab.inspect(fn, x, w, executor="eager", fusion="horizontal", runs=0)
-    monkeypatch.setattr(H, "LAZY_LINES", 10)
-    monkeypatch.setattr(H, "REGION_HEAD", 2)
-    monkeypatch.setattr(H, "REGION_TAIL", 1)
+    monkeypatch.setattr(T, "LAZY_LINES", 10)
+    monkeypatch.setattr(T, "REGION_HEAD", 2)
+    monkeypatch.setattr(T, "REGION_TAIL", 1)
     stored = DistributedReport.from_dict(rep.to_dict())
     for r, how in ((rep, "print(report.traces("), (stored, "print(report.stored_traces(")):
         tab = H.traces_html(r)

@@ -57,9 +57,8 @@ def two_programs():
 
 
 def _live_parts(report):
-    """{label: [Trace...]} straight from the JitFunction (what the model was built from)."""
-    return {f"{part.kind} #{p.index}": list(part.traces) for p in report.jfn.programs for part in p.parts
-            if part.traces}
+    """{label: [Trace...]} straight from the compilation records (what the model was built from)."""
+    return {r.label: list(r.stages) for r in report.compilations if r.stages}
 
 
 def _same_ids(page: str) -> str:
@@ -127,7 +126,7 @@ def test_report_reloaded_from_json_renders_the_same(which, request, tmp_path):
     report = request.getfixturevalue(which)
     data = json.loads(json.dumps(report.to_dict()))
     again = Report.from_dict(data)
-    assert again.jfn is None and again.to_dict() == data
+    assert again.compilations is None and again.to_dict() == data
     assert _views(again) == _views(report)
     saved = trace_lab.load_report(report.save_json(tmp_path / "r.json"))
     assert type(saved) is Report and _views(saved) == _views(report)

@@ -27,8 +27,8 @@ __version__ = "0.1.0"
 @with_signature
 def inspect(fn, *args, loss=None, progress=None, kwargs=None, **options):
     """Compile, run and measure ``fn(*args)``; returns a :class:`~trace_lab.report.Report`
-    (:func:`trace_lab.run.inspection.inspect`; the signature lists the options)."""
-    from .run.inspection import inspect as _inspect
+    (:func:`trace_lab.lab.inspection.inspect`; the signature lists the options)."""
+    from .lab.inspection import inspect as _inspect
 
     return _inspect(fn, *args, loss=loss, progress=progress, kwargs=kwargs, **options)
 
@@ -134,8 +134,8 @@ def from_thunder(jfn_or_trace, *args, name=None, check=True, **kwargs):
     """lightning-thunder's own traces (``thunder.jit`` function after a call, or a ``TraceCtx``) as a trace_lab
     Report: each of Thunder's traces with per-line live memory, its fusions as regions, the graph; given the
     call's arguments, Thunder's forward and backward measured and checked against eager
-    (:mod:`trace_lab.run.thunder_view`)."""
-    from .run.thunder_view import from_thunder as _from_thunder
+    (:mod:`trace_lab.lab.thunder_view`)."""
+    from .lab.thunder_view import from_thunder as _from_thunder
 
     return _from_thunder(jfn_or_trace, *args, name=name, check=check, **kwargs)
 

@@ -30,7 +30,7 @@ def _say(msg: str) -> None:
 def run_workloads(names, out: Path, device: str, size: str, fusion: str, executor: str, runs: int) -> list[dict]:
     from examples.workloads import get
 
-    from .run.inspection import inspect
+    from .lab.inspection import inspect
 
     rows = []
     for name in names:

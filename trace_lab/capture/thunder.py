@@ -25,7 +25,7 @@ printer, graph and memory plot read it unchanged:
   the traces of Thunder's "Delete Last Used" pass).
 
 Nothing here imports thunder at module level: the caller passes the traces
-(``trace_lab.from_thunder`` in :mod:`trace_lab.run.thunder_view` imports it).
+(``trace_lab.from_thunder`` in :mod:`trace_lab.lab.thunder_view` imports it).
 """
 from __future__ import annotations
 

@@ -7,6 +7,8 @@ two directions never meet in an import cycle. :mod:`.base` re-exports these name
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -15,7 +17,22 @@ import torch.fx as fx
 from ..analysis.region_record import RegionRecord, region_record
 
 # RegionRecord and region_record (the accessor readers use) are re-exported from analysis.region_record
-__all__ = ["Executor", "CompiledProgram", "EXECUTORS", "register", "RegionRecord", "region_record"]
+__all__ = ["Executor", "CompiledProgram", "EXECUTORS", "register", "RegionRecord", "region_record",
+           "region_progress"]
+
+# on_region(done, total, name) of the compile running in this context (the jit's progress for the notebook)
+_ON_REGION: contextvars.ContextVar = contextvars.ContextVar("trace_lab_on_region", default=None)
+
+
+@contextlib.contextmanager
+def region_progress(callback: Callable[[int, int, str], None] | None):
+    """While the block runs, every executor's :meth:`Executor.report_region` calls ``callback``: the
+    caller's progress, without setting anything on a (cached, shared) executor."""
+    token = _ON_REGION.set(callback)
+    try:
+        yield
+    finally:
+        _ON_REGION.reset(token)
 
 
 @dataclass
@@ -51,13 +68,12 @@ class CompiledProgram:
 class Executor:
     name = "base"
     materializes_regions = False
-    # on_region(done, total, name): called before each fused region an executor compiles and once after the
-    # last (done == total); jit sets it for the notebook's progress (None: nobody listens)
-    on_region: Callable[[int, int, str], None] | None = None
-
     def report_region(self, done: int, total: int, name: str = "") -> None:
-        if self.on_region is not None:
-            self.on_region(done, total, name)
+        """Called before each fused region an executor compiles and once after the last (done == total);
+        reaches the callback of the enclosing :func:`region_progress` block (the jit's, for the notebook)."""
+        callback = _ON_REGION.get()
+        if callback is not None:
+            callback(done, total, name)
 
     @classmethod
     def from_options(cls, options) -> "Executor":

@@ -43,9 +43,9 @@ class CellRunner:
         return report, value
 
     def run_peers(self, options: RunOptions, label: str, progress=None) -> list:
-        """[(label, Report)] of the cell run as each ``--baseline`` peer runs it (:mod:`trace_lab.run.peers`),
+        """[(label, Report)] of the cell run as each ``--baseline`` peer runs it (:mod:`trace_lab.lab.peers`),
         on copies of its inputs; nothing is written back."""
-        from ..run.peers import parse_peers, run_peer
+        from ..lab.peers import parse_peers, run_peer
 
         out = []
         for peer in parse_peers(options.baseline):

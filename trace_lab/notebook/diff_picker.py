@@ -5,7 +5,8 @@ Here the user picks **from** and **to** among every stage of the selected part (
 every run the output holds (the cell's runs and its reruns, e.g. ``fusion=dataflow`` against
 ``fusion=memory``), and the tab shows :func:`trace_lab.analysis.diff.diff_traces` of the two, drawn by
 the same renderer (:func:`trace_lab.report.depth_html.diff_html`). Diffing needs the runs' live Traces
-(a report loaded from JSON or sent back by a ``--nproc`` worker offers only its stored first -> last diff).
+from the run's compilation records (``Report.compilations``; a report loaded from JSON or sent back by a
+``--nproc`` worker has none and offers only its stored first -> last diff).
 """
 from __future__ import annotations
 
@@ -15,17 +16,10 @@ __all__ = ["DiffPicker"]
 
 
 def _live_stages(report, label: str) -> list:
-    """The live Traces of part ``label`` ('forward #0') of ``report``, or []."""
-    from ..capture.session import program_parts
-
-    jfn = getattr(report, "jfn", None)
-    if jfn is None or not hasattr(jfn, "programs"):
-        return []
+    """The live Traces of part ``label`` ('forward #0') of ``report`` (its compilation record), or []."""
     kind, _, index = label.partition(" #")
-    for _, program, part in program_parts(jfn):
-        if program.index == int(index or 0) and part.kind == kind:
-            return list(part.traces)
-    return []
+    record = report.compilation(kind, int(index or 0)) if hasattr(report, "compilation") else None
+    return list(record.stages) if record is not None and record.kind == kind else []
 
 
 class DiffPicker:

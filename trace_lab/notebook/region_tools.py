@@ -5,8 +5,8 @@ part and presses **show code** (the executor's generated code: Inductor's output
 kernels, nvFuser's FusionDefinition; :meth:`CompiledProgram.code_of`, issue 17 item 6) or
 **export repro** (a standalone Python file of that region, its inputs and the executor call,
 checked against eager when run: :func:`trace_lab.export_repro`, item 5), written to the working
-directory. Both need the run's live program (a report loaded from JSON or sent back by a
-``--nproc`` worker has none) and say so otherwise. Everything shown is escaped.
+directory. Both read the part's compilation record (``Report.compilation``; a report loaded from JSON or sent
+back by a ``--nproc`` worker has none) and say so otherwise. Everything shown is escaped.
 """
 from __future__ import annotations
 
@@ -18,16 +18,9 @@ __all__ = ["RegionTools"]
 
 
 def _live_part(report, part):
-    """The run's live program part (``part`` is the view model's PartView), or None."""
-    from ..capture.session import program_parts
-
-    jfn = getattr(report, "jfn", None)
-    if jfn is None or not hasattr(jfn, "programs"):
-        return None
-    for _, program, live in program_parts(jfn):
-        if program.index == part.program and live.kind == part.kind:
-            return live
-    return None
+    """The compilation record of the run's program part (``part`` is the view model's PartView), or None."""
+    record = report.compilation(part.kind, part.program) if hasattr(report, "compilation") else None
+    return record if record is not None and record.kind == part.kind else None
 
 
 class RegionTools:

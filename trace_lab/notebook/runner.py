@@ -46,7 +46,7 @@ def default_executor() -> str:
 def _validate(self) -> "RunOptions":
     """The checks between options (each option's own values are checked when a RunOptions is made)."""
     if self.baseline is not None:
-        from ..run.peers import parse_peers
+        from ..lab.peers import parse_peers
 
         parse_peers(self.baseline)  # a clear error before anything runs
         if self.nproc is not None or self.fsdp is not None:
@@ -98,7 +98,7 @@ RunOptions.__module__ = __name__
 def inspect_cell(fn, args, options: RunOptions, label: str, progress=None):
     """(Report, the names the cell bound in its last compiled call): ``trace_lab.inspect`` of a cell function."""
     __tracebackhide__ = True  # noqa: F841
-    from ..run.inspection import inspect
+    from ..lab.inspection import inspect
 
     outputs: list = []
 

@@ -5,7 +5,7 @@ comes back (see :mod:`trace_lab.notebook.distributed`): rank 0's ``Report.to_dic
 whose view model (:mod:`trace_lab.report.view_model`) holds its printed stages, graphs
 and estimated timeline (:mod:`trace_lab.report.timeline`), and per rank its timings,
 differential check and the scalar values the cell bound. A :class:`DistributedReport`
-is a :class:`~trace_lab.report.Report` built from that data (``jfn`` is None;
+is a :class:`~trace_lab.report.Report` built from that data (``compilations`` is None;
 ``stored_traces(part)`` and ``traces()`` give the model's stages): every view reads the
 model as for a local run; the Summary gains how the run was launched, one row per rank, the
 line saying that names are not written back, and the timeline (table and one SVG per

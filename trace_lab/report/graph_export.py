@@ -30,13 +30,13 @@ def _groups(report_or_traces, graph_options: dict) -> list[tuple[str, list, list
     """[(file stem, stages drawn, graphs, memory curves and peaks)] from a Report, a list of Traces, or one Trace.
 
     A Report is read from its view model (a report loaded from JSON too), unless ``graph_options`` ask for
-    other pictures than the model's: those are drawn from its Traces while its JitFunction lives."""
+    other pictures than the model's: those are drawn from the Traces of its compilation records."""
     from ..ir.trace import Trace
     from .graph import digraph
     from .memory_plot import curves_from_stages
     from .report import Report
 
-    if isinstance(report_or_traces, Report) and not (graph_options and report_or_traces.jfn is not None):
+    if isinstance(report_or_traces, Report) and not (graph_options and report_or_traces.compilations is not None):
         if graph_options:
             raise ValueError("this Report has no programs attached (loaded from JSON?): it keeps the default "
                              "pictures only; call save_graphs without graph options, or pass Traces")
@@ -51,11 +51,11 @@ def _groups(report_or_traces, graph_options: dict) -> list[tuple[str, list, list
             out.append((f"{name}_p{part.program}_{part.kind}", drawn, graphs, curves_from_stages(stages)))
         return out
     if isinstance(report_or_traces, Report):
-        from .parts import program_parts
+        from .parts import record_parts
 
         name = _slug(report_or_traces.name)
         groups = [(f"{name}_p{p.index}_{part.kind}", list(part.traces))
-                  for _, p, part in program_parts(report_or_traces.jfn)]
+                  for _, p, part in record_parts(report_or_traces.compilations)]
     elif isinstance(report_or_traces, Trace):
         groups = [(f"{report_or_traces.kind}", [report_or_traces])]
     else:

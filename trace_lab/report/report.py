@@ -8,8 +8,10 @@ reads only these. ``to_dict()`` is all of it as JSON-ready data and
 :meth:`Report.from_dict` (or :func:`trace_lab.load_report` for a saved file) rebuilds a
 Report that renders the same text and HTML. ``__str__`` is the text summary;
 ``_repr_html_`` is a self-contained HTML view (works in static exports) in which
-every name that comes from user code is escaped. The Trace objects stay
-reachable through :meth:`Report.traces` while the JitFunction lives.
+every name that comes from user code is escaped. The run's compilation records
+(``compilations``: :class:`trace_lab.run.compilation.CompilationRecord`, one per program part, with its
+live Traces and compiled program) stay on the Report, not in its JSON: :meth:`Report.traces` and the
+notebook's tools read them; a Report never holds the JitFunction.
 """
 from __future__ import annotations
 
@@ -20,13 +22,15 @@ from dataclasses import dataclass, field, fields
 import torch
 
 from ..ir.printer import format_bytes, plural
-from .parts import materializes_regions, program_parts, summary_parts
+from .parts import materializes_regions, record_parts, summary_parts
 from .view_model import ViewModel, build_view
+from ..run.compilation import program_records
 
 __all__ = ["Report", "part_summary"]
 
 
 def part_summary(part, materialized: bool) -> dict:
+    """One program part's plain summary from its compilation record."""
     stages = []
     for t in part.traces:
         live = t.liveness(materialized)
@@ -43,17 +47,11 @@ def part_summary(part, materialized: bool) -> dict:
         "executor": getattr(compiled, "executor", None),
         "executor_seconds": getattr(compiled, "compile_seconds", 0.0),
         "regions": compiled.region_table() if compiled is not None else [],
-        "notes": list(getattr(compiled, "notes", []) or []) + _graph_notes(compiled),
+        "notes": part.all_notes(),
         "capture_seconds": part.capture_seconds,
         # per-line memory of the final stage: name, allocated, freed, live_after, high_water
         "liveness": part.traces[-1].liveness(materialized).to_dict() if part.traces else None,
     }
-
-
-def _graph_notes(compiled) -> list[str]:
-    """cuda_graphs: how often this program was recorded, replayed and run without its graph."""
-    graphs = getattr(compiled, "graphs", None)
-    return [] if graphs is None else [graphs.summary()] + list(graphs.notes)
 
 
 def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]]:
@@ -118,7 +116,8 @@ class Report:
     # compile and first-call times are not to be trusted (:meth:`first_run_noise`); None where not measured
     first_run_others_share: float | None = None
     view: ViewModel = field(default_factory=ViewModel, repr=False)  # what the views show (.view_model)
-    jfn: object = field(default=None, repr=False, compare=False)
+    # the run's CompilationRecords (run/compilation.py): live Traces and compiled programs, never saved
+    compilations: list | None = field(default=None, repr=False, compare=False)
 
     # -- construction -----------------------------------------------------------------
     @classmethod
@@ -126,8 +125,9 @@ class Report:
                  measurements, warnings, comm=None, timing=None, step_peak=None, line_times=None,
                  first_run_others_share=None) -> "Report":
         programs = [{"index": p.index, "reason": p.reason, "inputs": p.input_descriptors} for p in jfn.programs]
+        records = jfn.compilations()
         passes = executor_s = 0.0
-        for pos, _, part in program_parts(jfn):
+        for pos, _, part in record_parts(records):
             summary = part_summary(part, materializes_regions(part))
             programs[pos][part.kind] = summary
             passes += sum(s["pass_seconds"] for s in summary["stages"])
@@ -152,32 +152,39 @@ class Report:
             comparison=comparison.to_dict() if comparison is not None else None, memory=memory,
             warnings=list(dict.fromkeys(warnings)), created=datetime.datetime.now().isoformat(timespec="seconds"),
             torch_version=torch.__version__, comm=comm, timing=timing, step_peak=step_peak, line_times=line_times,
-            first_run_others_share=first_run_others_share, view=build_view(jfn, comm),
-            jfn=jfn,
+            first_run_others_share=first_run_others_share, view=build_view(records, comm),
+            compilations=records,
         )
 
     @classmethod
     def from_dict(cls, data: dict, **extra) -> "Report":
         """A Report from :meth:`to_dict` data (a saved report, or one sent back by another process). It
-        holds plain data only: no JitFunction, so :meth:`traces` gives the view model's stages (``str()``
-        is a stage's text); subclasses pass their fields in ``extra``."""
-        names = {f.name for f in fields(cls)} - {"jfn", "view"} - set(extra)
+        holds plain data only: no compilation records, so :meth:`traces` gives the view model's stages
+        (``str()`` is a stage's text); subclasses pass their fields in ``extra``."""
+        names = {f.name for f in fields(cls)} - {"compilations", "view"} - set(extra)
         return cls(**{k: v for k, v in data.items() if k in names}, view=ViewModel.from_dict(data.get("view")),
                    **extra)
 
     # -- access -------------------------------------------------------------------------
     def traces(self, kind: str = "forward", program: int = -1) -> list:
-        """Stages of one program part ('forward' also finds an inference program): the Traces while the
-        JitFunction lives, else the view model's stages (:class:`~.view_model.StageView`)."""
-        if self.jfn is None:
+        """Stages of one program part ('forward' also finds an inference program): the Traces of its
+        compilation record, else (a report loaded from JSON) the view model's stages
+        (:class:`~.view_model.StageView`)."""
+        if self.compilations is None:
             return self.view.stages(kind, program)
-        progs = self.jfn.programs
+        progs = sorted(program_records(self.compilations), key=lambda p: p.index)
         if not progs:
             return []
         p = progs[program]
         if kind in ("forward", "inference"):
             return list(p.forward.traces) if p.forward else []
         return list(p.backward.traces) if p.backward else []
+
+    def compilation(self, kind: str, program: int) -> "object | None":
+        """The compilation record of part ``kind`` of program ``program`` (its index), or None (a report
+        loaded from JSON, or sent back by a --nproc worker, has none)."""
+        kinds = ("forward", "inference") if kind in ("forward", "inference") else (kind,)
+        return next((r for r in self.compilations or [] if r.program == program and r.kind in kinds), None)
 
     def predicted_peak(self, kind: str = "forward", program: int = -1) -> int | None:
         ts = self.traces(kind, program)
@@ -201,7 +208,7 @@ class Report:
     # -- views ---------------------------------------------------------------------------
     def to_dict(self) -> dict:
         """Every field as JSON-ready data, the view model included (:meth:`from_dict` reads it back)."""
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("jfn", "view")}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("compilations", "view")}
         d["view"] = self.view.to_dict()
         return json.loads(json.dumps(d, default=str))
 

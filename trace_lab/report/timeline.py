@@ -15,21 +15,21 @@ __all__ = ["report_timeline", "run_timeline", "format_timeline", "timeline_svg",
 
 def report_timeline(report, model: CostModel | None = None) -> dict:
     """Estimated timeline of every program part of a Report (final stage of each): :func:`run_timeline`
-    of its JitFunction and its measured communication (``report.comm``)."""
-    return run_timeline(report.jfn, model, report.comm)
+    of its compilation records and its measured communication (``report.comm``)."""
+    return run_timeline(report.compilations, model, report.comm)
 
 
-def run_timeline(jfn, model: CostModel | None = None, comm: dict | None = None) -> dict:
+def run_timeline(records, model: CostModel | None = None, comm: dict | None = None) -> dict:
     """Estimated timeline of every program part of a run (final stage of each).
 
     When the run carries a measurement of its communication (``comm``, made by
     ``inspect`` in multi-process runs: :mod:`trace_lab.distributed.comm_measure`), it comes
     along as ``"measured"`` and the table shows it under the estimate: the measured rows are
     the ones to trust; the estimated lanes stay for the picture."""
-    from .parts import materializes_regions, program_parts
+    from .parts import materializes_regions, record_parts
 
     out = []
-    for _, p, part in program_parts(jfn):
+    for _, p, part in record_parts(records):
         tl = estimate_timeline(part.traces[-1], model, materializes_regions(part))
         tl["program"] = p.index
         out.append(tl)

@@ -1,6 +1,6 @@
 """View model: what the views of one run show, as plain data, built once while its Traces are live.
 
-:func:`build_view` walks the run's program parts (:func:`~.parts.program_parts`) and
+:func:`build_view` walks the run's program parts (their compilation records, :func:`~.parts.record_parts`) and
 keeps, per part (``"forward #0"``, ``"backward #0"``, ...):
 
 * per stage, the printed lines as records made by the printer itself
@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..ir.printer import Line, trace_lines
-from .parts import program_parts
+from .parts import record_parts
 
 __all__ = ["StageView", "PartView", "ViewModel", "build_view", "stage_view", "graphs_of", "line_region", "LINE_FIELDS"]
 
@@ -180,21 +180,22 @@ def graphs_of(before, after) -> dict:
     return {"before": g_before, "after": g_after}
 
 
-def _timeline(jfn, comm) -> dict:
+def _timeline(records, comm) -> dict:
     from .timeline import run_timeline
 
     try:
-        return run_timeline(jfn, comm=comm)
+        return run_timeline(records, comm=comm)
     except Exception as e:  # noqa: BLE001 - a timeline failure must not lose the report
         return {"error": f"{type(e).__name__}: {e}"}
 
 
-def build_view(jfn, comm: dict | None = None) -> ViewModel:
-    """The view model of a run (see the module docstring); ``jfn`` is the JitFunction that ran it."""
+def build_view(records, comm: dict | None = None) -> ViewModel:
+    """The view model of a run (see the module docstring) from its compilation records
+    (:class:`trace_lab.run.compilation.CompilationRecord`, one per program part)."""
     from .depth import depth_of
 
     parts = [PartView(f"{part.kind} #{program.index}", part.kind, program.index, pos,
                       [stage_view(t) for t in part.traces], graphs_of(part.traces[0], part.traces[-1]),
                       depth_of(program, part))
-             for pos, program, part in program_parts(jfn)]
-    return ViewModel(parts, _timeline(jfn, comm))
+             for pos, program, part in record_parts(records)]
+    return ViewModel(parts, _timeline(records, comm))

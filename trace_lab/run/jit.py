@@ -7,6 +7,8 @@ break; a new one per recompilation) goes through the pass pipeline and the
 chosen executor, and all its stages are kept on the JitFunction:
 
 * ``jfn.programs`` - every :class:`~trace_lab.capture.Program` compiled so far;
+* ``jfn.compilations()`` - one :class:`~.compilation.CompilationRecord` per compiled program part
+  (stages, executor and why, regions, notes, CUDA graphs, timings): what a Report keeps and the views read;
 * ``last_traces(jfn)`` / ``last_backward_traces(jfn)`` - the stages of the
   forward / backward program that ran most recently.
 
@@ -17,13 +19,14 @@ Compile progress: a JitFunction made inside ``with compile_progress(callback):``
 thread) calls ``callback(event)`` while it compiles - ``{"event": "part", "part": "forward #0"}``
 when a program part starts (capture and passes), and ``{"event": "region", "part": ..., "done": k,
 "total": n, "region": name}`` before each fused region the executor compiles and once all are
-done (the executor's ``on_region``). Compile time only; a call that compiles nothing says nothing.
+done (the executor's ``report_region``, inside ``executors.interface.region_progress``). Compile time only; a call that compiles nothing says nothing.
 The callback may raise (the notebook's Stop) and the compile ends there.
 """
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass, replace
 
 import torch
@@ -38,6 +41,8 @@ from ..passes import PassContext, run_pipeline
 from ..torch_support import release
 from ..ir.trace import Trace, node_device
 from ..runtime.op_scratch import complete_op_scratch, measure_op_scratch
+from ..executors.interface import region_progress
+from .compilation import CompilationRecord
 
 __all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES",
            "compile_progress"]
@@ -113,6 +118,7 @@ class JitFunction:
         self.gradients_copied = default_loss_copies_gradient
         self.dynamo_breaks: list[str] = []  # Dynamo's graph-break messages while nothing was captured
         self.parts_run_in_last_call = 0
+        self._records: dict[tuple[int, str], CompilationRecord] = {}  # (program, kind) -> what compiling made
         self._scratch_pending = False  # an op's scratch could not be measured under a profiler: measure it later
         self.progress = getattr(_PROGRESS, "callback", None)  # compile events (compile_progress)
         _raise_recompile_limits()
@@ -145,10 +151,14 @@ class JitFunction:
     def programs(self) -> list[Program]:
         return self.session.programs
 
+    def compilations(self) -> list[CompilationRecord]:
+        """One :class:`~.compilation.CompilationRecord` per compiled program part, in program order, a
+        program's forward (or inference) before its backward (what a Report keeps and every view reads)."""
+        return [self._records[k] for k in sorted(self._records, key=lambda k: (k[0], k[1] == "backward"))]
+
     def graphed_runs(self) -> list:
         """The GraphedRun of every program part compiled with ``cuda_graphs=True`` on CUDA."""
-        return [part.compiled.graphs for _, _, part in program_parts(self)
-                if getattr(part.compiled, "graphs", None) is not None]
+        return [r.graphs for r in self._records.values() if r.graphs is not None]
 
     @contextlib.contextmanager
     def measuring(self):
@@ -217,10 +227,11 @@ class JitFunction:
         label = f"{part.kind} #{program.index}"
         if say is not None:
             say({"event": "part", "part": label})
-        executor.on_region = None if say is None else (
+        on_region = None if say is None else (
             lambda done, total, name: say({"event": "region", "part": label, "done": done, "total": total,
                                            "region": name}))
         options = replace(self.options, fusion=fusion)
+        started = time.perf_counter()
         # every stage prints its liveness as this executor runs regions (derived stages keep the flag)
         trace = Trace(part.gm, part.kind, "as captured", names, owned_inputs=owned,
                       materialized_regions=executor.materializes_regions)
@@ -235,13 +246,17 @@ class JitFunction:
             part.traces = part.traces[:-1] + [part.traces[-1].with_regions(compiled.regions)]
             return part.traces, compiled
 
-        stages, compiled = build()
-        if fusion == "memory" and not executor.materializes_regions:
-            from .memory_guard import keep_promise
+        with region_progress(on_region):
+            stages, compiled = build()
+            if fusion == "memory" and not executor.materializes_regions:
+                from .memory_guard import keep_promise
 
-            part.traces, compiled = keep_promise(stages, compiled, build)
+                part.traces, compiled = keep_promise(stages, compiled, build)
         part.compiled = compiled
-        graphed = _graphed_run(self.options, part.traces[-1], compiled)
+        graphed, graph_notes = _graphed_run(self.options, part.traces[-1], compiled)
+        self._records[(program.index, part.kind)] = CompilationRecord(
+            program.index, part.kind, list(part.traces), exec_name, fusion, [reason, fusion_reason], compiled,
+            graph_notes, graphed, part.capture_seconds, time.perf_counter() - started)
         jfn = self
 
         def run(args):
@@ -294,25 +309,20 @@ def resolve_fusion(name: str, device: torch.device) -> tuple[str, str]:
     return chosen, f"fusion auto: {chosen} on {device.type} ({why})"
 
 
-def _graphed_run(options: Options, trace: Trace, compiled):
-    """``cuda_graphs=True``: the program's run wrapped in a GraphedRun (kept as ``compiled.graphs``),
-    or None with a note saying why this program runs without one."""
+def _graphed_run(options: Options, trace: Trace, compiled) -> tuple[object, list[str]]:
+    """``cuda_graphs=True``: (the program's run wrapped in a GraphedRun, []), or (None, a note saying why this
+    program runs without one); (None, []) when graphs are off. Both go on the part's CompilationRecord."""
     if not options.cuda_graphs:
-        return None
+        return None, []
     if trace.device.type != "cuda":
-        compiled.notes = list(compiled.notes) + [
-            f"cuda_graphs: this program runs on {trace.device.type}; CUDA graphs need a CUDA device, so it runs "
-            "without one"]
-        return None
+        return None, [f"cuda_graphs: this program runs on {trace.device.type}; CUDA graphs need a CUDA device, "
+                      "so it runs without one"]
     if options.fsdp:
-        compiled.notes = list(compiled.notes) + [
-            "cuda_graphs: left off for FSDP programs (their collectives and the wait hooks that time them are "
-            "host-driven)"]
-        return None
+        return None, ["cuda_graphs: left off for FSDP programs (their collectives and the wait hooks that time "
+                      "them are host-driven)"]
     from ..executors.cuda_graphs import GraphedRun, written_inputs
 
-    compiled.graphs = GraphedRun(compiled.run, written_inputs(trace))
-    return compiled.graphs
+    return GraphedRun(compiled.run, written_inputs(trace)), []
 
 
 def _fsdp_prepare(fn, options: Options):

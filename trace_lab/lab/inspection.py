@@ -23,10 +23,10 @@ import time
 
 import torch
 
-from . import compare
-from .loss import default_loss, default_loss_copies_gradient
+from ..run import compare
+from ..run.loss import default_loss, default_loss_copies_gradient
 from ..errors import nothing_captured
-from .jit import JitFunction
+from ..run.jit import JitFunction
 from ..options import OPTIONS, Options, check_option, names, with_signature
 from ..runtime.measure import (OtherLoad, measure_peak, median, profiler_stderr, synchronize, time_host_device,
                                undisturbed)
@@ -153,7 +153,7 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
     if opts["profile"]:  # time every line of one more call (the Trace tab's time column, the Timeline tab)
         say("timing every trace line (torch.profiler)")
         from ..errors import TraceLabError
-        from .line_profile import profile_lines
+        from ..run.line_profile import profile_lines
 
         try:
             with undisturbed(), profiler_stderr():  # kineto's USDT lines are not the cell's (issue 26 item 3)

@@ -25,9 +25,10 @@ from ..capture.thunder import ThunderTrace, del_agreement, from_thunder_trace, t
 from ..runtime.op_scratch import measure_op_scratch
 from ..ir.printer import format_bytes
 from ..report.report import Report, part_summary
+from ..run.compilation import CompilationRecord
 from ..report.view_model import PartView, ViewModel, graphs_of, stage_view
 from ..runtime.measure import CpuMemoryWindows, measure_peak
-from .compare import Snapshot, compare_runs
+from ..run.compare import Snapshot, compare_runs
 
 __all__ = ["from_thunder"]
 
@@ -39,26 +40,6 @@ def _thunder():
         raise ImportError(f"trace_lab.from_thunder needs lightning-thunder importable here ({type(e).__name__}: {e})") from e
     return thunder
 
-
-class _Part:
-    """What :func:`~trace_lab.report.report.part_summary` reads of one program part."""
-
-    def __init__(self, kind: str, traces: list[ThunderTrace]):
-        self.kind, self.traces, self.compiled, self.capture_seconds = kind, traces, None, 0.0
-
-
-class _Program:
-    """What :meth:`Report.traces` reads of a run's program: its parts' live Traces."""
-
-    def __init__(self, forward: _Part | None, backward: _Part | None):
-        self.forward, self.backward = forward, backward
-
-
-class _Programs:
-    """Stands in for the JitFunction a Report keeps, so ``report.traces(kind)`` gives the ThunderTraces."""
-
-    def __init__(self, program: _Program):
-        self.programs = [program]
 
 
 def _stages(traces, kind: str, caller_held: set[str], notes: list[str], groups=None) -> list[ThunderTrace]:
@@ -254,7 +235,7 @@ def _report(label, fw_stages, bw_stages, notes, measured, comparison, thunder, j
             continue
         parts.append(PartView(f"{kind} #0", kind, 0, 0, [stage_view(t) for t in stages],
                               graphs_of(stages[0], stages[-1])))
-        live[kind] = _Part(kind, stages)
+        live[kind] = CompilationRecord(0, kind, list(stages), executor="thunder")
         summary = part_summary(live[kind], False)
         summary["executor"] = "thunder"
         summary["regions"] = []  # Thunder's fusions carry no trace_lab compile records (cache hits, seconds)
@@ -289,7 +270,7 @@ def _report(label, fw_stages, bw_stages, notes, measured, comparison, thunder, j
         run_seconds=[], comparison=comparison.to_dict() if comparison is not None else None, memory=memory,
         warnings=warnings, created=datetime.datetime.now().isoformat(timespec="seconds"),
         torch_version=torch.__version__, view=ViewModel(parts, None),
-        jfn=_Programs(_Program(live.get("forward"), live.get("backward"))))
+        compilations=list(live.values()))
 
 
 def _compile_seconds(thunder, jfn) -> dict:

@@ -22,7 +22,7 @@ import torch
 
 from ..errors import TraceLabError
 from ..runtime.measure import measure_peak, median, synchronize, time_host_device
-from . import compare
+from ..run import compare
 
 __all__ = ["PEERS", "parse_peers", "run_peer"]
 
@@ -52,7 +52,7 @@ def _device(fn, args) -> torch.device:
 def run_peer(fn, args, peer: str, *, runs: int, name: str, loss=None, backward=None):
     """A Report of ``fn(*args)`` (and its backward) run as ``peer`` would run it (module docstring)."""
     from ..report.report import Report
-    from .loss import default_loss
+    from ..run.loss import default_loss
 
     device = _device(fn, args)
     if peer == "reduce-overhead" and device.type != "cuda":

@@ -1,0 +1,65 @@
+"""Issue 29: one compilation record per program part, made by the run stage, read by every view.
+
+A Report keeps its run's CompilationRecords (stages, executor and why, compiled program, notes, CUDA
+graphs, timings), never the JitFunction; the notebook's Diff picker and Regions tools read them; a
+report loaded from JSON has none, and a report saved before the records existed still loads.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+import trace_lab
+from trace_lab.notebook.diff_picker import _live_stages
+from trace_lab.notebook.region_tools import _live_part
+from trace_lab.report import Report
+
+SAVED_BEFORE = Path(__file__).parent / "data" / "report_saved_at_fca9092.json"  # saved by trace_lab at fca9092
+
+
+def _report(**options):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+    return trace_lab.inspect(model, torch.randn(4, 16), runs=1, **options)
+
+
+def test_a_report_keeps_the_compilation_records_and_no_jitted_function():
+    report = _report(fusion="dataflow", executor="eager")
+    assert report.comparison["ok"] and report.comparison["checked"]["grads"] == 4, report.comparison
+    assert not hasattr(report, "jfn")
+    assert [r.label for r in report.compilations] == ["forward #0", "backward #0"]
+    for record in report.compilations:
+        assert record.executor == "eager" and record.fusion == "dataflow", record
+        assert report.traces(record.kind, 0) == record.stages and record.stages[0].stage == "as captured"
+        assert report.compilation(record.kind, 0) is record
+        timings = record.timings()
+        assert [stage for stage, _ in timings["passes"]] == [t.stage for t in record.stages]
+        assert timings["wall"] >= sum(seconds for _, seconds in timings["passes"]) > 0
+        # the summary the views show is read from the record
+        summary = report.programs[0][record.kind]
+        assert summary["notes"] == record.all_notes() and summary["executor"] == "eager"
+        assert [s["stage"] for s in summary["stages"]] == [t.stage for t in record.stages]
+
+
+def test_the_notebook_tools_read_the_records():
+    report = _report(fusion="dataflow", executor="inductor")
+    forward = report.compilation("forward", 0)
+    assert _live_stages(report, "forward #0") == forward.stages
+    part = next(p for p in report.view.parts if p.label == "forward #0")
+    assert _live_part(report, part) is forward and forward.compiled.regions  # the Regions tab's code and repro
+    loaded = Report.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert loaded.compilations is None and _live_stages(loaded, "forward #0") == [] and _live_part(loaded, part) is None
+
+
+def test_a_report_saved_before_the_records_still_loads_and_renders():
+    data = json.loads(SAVED_BEFORE.read_text())
+    report = trace_lab.load_report(SAVED_BEFORE)
+    assert report.to_dict() == data
+    assert report.compilations is None and report.name == data["name"]
+    stages = report.traces("forward")
+    assert stages and str(stages[-1]).startswith("# trace_lab: forward program") and any(ln.role == "op" for ln in stages[-1].lines)
+    page = report._repr_html_()
+    assert "Summary" in page and data["name"] in page
+    assert "forward" in str(report)
