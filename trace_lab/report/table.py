@@ -43,12 +43,14 @@ table fits a notebook panel.
 """
 from __future__ import annotations
 
+from ..options import SCHEMA
 from .parts import summary_parts
 
-__all__ = ["IN_STEADY_CELL", "COLUMNS", "OPTION_COLUMNS", "PEAK_COLUMNS", "LOWER_IS_BETTER", "report_row", "best_rows",
-           "shown_columns"]
+__all__ = ["IN_STEADY_CELL", "COLUMNS", "OPTION_COLUMNS", "OPTION_SCHEMA", "PEAK_COLUMNS", "LOWER_IS_BETTER", "report_row",
+           "best_rows", "shown_columns", "option_title"]
 
-OPTION_COLUMNS = ["fusion", "executor", "fusion_cache", "sort_waits"]
+OPTION_COLUMNS = ["fusion", "executor", "fusion_cache", "sort_waits"]  # the options a row shows (SCHEMA's names)
+OPTION_SCHEMA = {o.name: o for o in SCHEMA if o.name in OPTION_COLUMNS}  # their schema entries: titles, types
 PEAK_COLUMNS = ["forward_peak_predicted", "forward_peak_measured", "backward_peak_predicted", "backward_peak_measured",
                 "step_peak_measured"]
 IN_STEADY_CELL = ["steady_min_ms", "steady_max_ms", "steady_noisy"]  # drawn in the steady cell, not as columns
@@ -177,3 +179,10 @@ def shown_columns(rows: list[dict]) -> tuple[list[str], dict[str, object]]:
             continue
         shown.append(col)
     return shown, shared
+
+
+def option_title(col: str) -> str:
+    """An option column's title, from the options schema: the option's label (what the widget's control
+    says, 'fusion cache'), else its name ('fusion')."""
+    opt = OPTION_SCHEMA[col]
+    return opt.label or opt.name
