@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 import trace_lab
@@ -41,6 +42,26 @@ def test_a_report_keeps_the_compilation_records_and_no_jitted_function():
         summary = report.programs[0][record.kind]
         assert summary["notes"] == record.all_notes() and summary["executor"] == "eager"
         assert [s["stage"] for s in summary["stages"]] == [t.stage for t in record.stages]
+
+
+def test_the_summary_splits_compile_time_by_stage_and_region():
+    """Issue 27 item 3: per part, capture, each pass, op scratch, the executor with its regions (compiled, cache
+    hits, the slowest), in the Summary and in the saved data, from the compilation record."""
+    report = _report(fusion="dataflow", executor="inductor")
+    rows = dict(report.summary_rows())
+    for record in report.compilations:
+        timings = report.programs[0][record.kind]["timings"]
+        assert timings == json.loads(json.dumps(record.timings()))
+        regions = record.compiled.regions.values()
+        assert [r[0] for r in timings["regions"]] == [r.name for r in regions] and regions
+        compiled = [r for r in regions if not r.cache_hit]
+        assert sum(r[1] for r in timings["regions"]) == pytest.approx(sum(r.compile_seconds for r in regions))
+        row = rows[f"compile {record.kind} #0"]
+        assert f"capture {record.capture_seconds:.3f} s" in row and "op scratch" in row, row
+        assert f"{len(compiled)} region" in row and f"wall {record.compile_wall_seconds:.3f} s" in row, row
+        if compiled:
+            slowest = max(compiled, key=lambda r: r.compile_seconds)
+            assert f"slowest {slowest.name} {slowest.compile_seconds:.3f} s" in row, row
 
 
 def test_the_notebook_tools_read_the_records():

@@ -49,6 +49,8 @@ def part_summary(part, materialized: bool) -> dict:
         "regions": compiled.region_table() if compiled is not None else [],
         "notes": part.all_notes(),
         "capture_seconds": part.capture_seconds,
+        # where the part's compile time went, by stage and by region (CompilationRecord.timings)
+        "timings": part.timings() if hasattr(part, "timings") else None,
         # per-line memory of the final stage: name, allocated, freed, live_after, high_water
         "liveness": part.traces[-1].liveness(materialized).to_dict() if part.traces else None,
     }
@@ -69,6 +71,32 @@ def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]
                          f"{plural(len(regs), 'region')}, {plural(len({r.get('signature') for r in regs}), 'unique signature')}, "
                          f"{plural(hits, 'cache hit')}, {plural(len(regs) - hits, 'miss', 'misses')}, {seconds:.2f} s "
                          f"compiling ({per}{more})"))
+    return rows
+
+
+def _compile_rows(programs: list[dict]) -> list[tuple[str, str]]:
+    """Per program part, where its compile time went (issue 27 item 3): capture, the passes that took time,
+    measuring op scratch, the executor (regions compiled and cache hits, the slowest region), graph recording."""
+    rows = []
+    for p, kind, part in summary_parts(programs):
+        t = part.get("timings")
+        if not t:
+            continue  # a report saved before the records said where compile time went
+        passes = [(stage, s) for stage, s in t["passes"] if s >= 0.0005]
+        regions = t.get("regions") or []
+        compiled = [r for r in regions if not r[2]]
+        slowest = max(compiled, key=lambda r: r[1], default=None)
+        pieces = [f"capture {t['capture']:.3f} s",
+                  f"passes {sum(s for _, s in t['passes']):.3f} s"
+                  + (f" ({', '.join(f'{stage} {s:.3f}' for stage, s in passes)})" if passes else ""),
+                  f"op scratch {t['op_scratch']:.3f} s",
+                  f"executor {t['executor']:.3f} s"
+                  + (f" ({plural(len(compiled), 'region')} compiled, {plural(len(regions) - len(compiled), 'cache hit')}"
+                     + (f"; slowest {slowest[0]} {slowest[1]:.3f} s" if slowest else "") + ")" if regions else "")]
+        if t.get("graph_recording"):
+            pieces.append(f"CUDA graph recording {t['graph_recording']:.3f} s")
+        rows.append((f"compile {kind} #{p['index']}", ", ".join(pieces) + f"; wall {t['wall']:.3f} s"
+                     " (passes, op scratch and executor)"))
     return rows
 
 
@@ -238,6 +266,7 @@ class Report:
             rows.append((f"{kind} #{p['index']}", f"{plural(s['ops'], 'op')}, {plural(s['regions'], 'fused region')}"
                          + (f", {p['reason']}" if p["reason"] != "first compile" else "")))
         rows += _region_rows(self.programs)
+        rows += _compile_rows(self.programs)
         if self.comparison is not None:
             c = self.comparison
             rows.append(("vs eager", ("matches" if c["ok"] else "DIFFERS") + f", max |diff| {c['max_abs_diff']:.3g} "

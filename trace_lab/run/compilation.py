@@ -35,6 +35,7 @@ class CompilationRecord:
     graphs: object = None  # cuda_graphs=True on CUDA: the GraphedRun that replays it
     capture_seconds: float = 0.0  # AOTAutograd's share of this part
     compile_wall_seconds: float = 0.0  # passes + executor + scratch measurement, wall clock
+    scratch_seconds: float = 0.0  # measuring the ops' scratch (runtime/op_scratch.py), part of the wall time
 
     @property
     def traces(self) -> list:
@@ -55,13 +56,17 @@ class CompilationRecord:
         return list(getattr(self.compiled, "notes", []) or []) + list(self.notes) + graphs
 
     def timings(self) -> dict:
-        """Where this part's compile time went: capture, each pass stage, the executor, each region."""
+        """Where this part's compile time went (JSON-ready): AOTAutograd's capture, each pass stage, measuring
+        the ops' scratch, the executor and each of its regions (seconds, cache hit), recording the CUDA graph
+        (its second call), and the wall time of the whole compile (passes, scratch and executor)."""
         compiled = self.compiled
         return {"capture": self.capture_seconds,
-                "passes": [(t.stage, t.pass_seconds) for t in self.stages],
+                "passes": [[t.stage, t.pass_seconds] for t in self.stages],
+                "op_scratch": self.scratch_seconds,
                 "executor": getattr(compiled, "compile_seconds", 0.0),
-                "regions": [(name, r.compile_seconds, r.cache_hit)
-                            for name, r in (getattr(compiled, "regions", None) or {}).items()],
+                "regions": [[r.name, r.compile_seconds, r.cache_hit]
+                            for r in (getattr(compiled, "regions", None) or {}).values()],
+                "graph_recording": getattr(self.graphs, "record_seconds", 0.0),
                 "wall": self.compile_wall_seconds}
 
 

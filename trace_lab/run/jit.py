@@ -237,6 +237,7 @@ class JitFunction:
                       materialized_regions=executor.materializes_regions)
         # what the ops take inside their calls is measured now, once, as records every stage reads
         measure_op_scratch(trace)
+        scratch_seconds = time.perf_counter() - started
         self._scratch_pending = self._scratch_pending or bool(trace.op_scratch.pending)
 
         def build(keep_unfused=frozenset()):
@@ -256,7 +257,7 @@ class JitFunction:
         graphed, graph_notes = _graphed_run(self.options, part.traces[-1], compiled)
         self._records[(program.index, part.kind)] = CompilationRecord(
             program.index, part.kind, list(part.traces), exec_name, fusion, [reason, fusion_reason], compiled,
-            graph_notes, graphed, part.capture_seconds, time.perf_counter() - started)
+            graph_notes, graphed, part.capture_seconds, time.perf_counter() - started, scratch_seconds)
         jfn = self
 
         def run(args):
@@ -322,7 +323,7 @@ def _graphed_run(options: Options, trace: Trace, compiled) -> tuple[object, list
                       "them are host-driven)"]
     from ..executors.cuda_graphs import GraphedRun, written_inputs
 
-    return GraphedRun(compiled.run, written_inputs(trace)), []
+    return GraphedRun(compiled.run, written_inputs(trace), names=[trace.name(n) for n in trace.inputs]), []
 
 
 def _fsdp_prepare(fn, options: Options):
