@@ -25,7 +25,11 @@ figures are reported; every rank's iteration time and measured totals are kept):
 Configurations: ``zero2``, ``zero2+sort``, ``zero3``, ``zero3+sort``; ``@K`` adds an
 in-flight limit of K all-gathers (``zero3+sort@7``: about one layer ahead, a layer
 has 7 parameters; ``@all``: unlimited; without ``@`` the pass's default: 2 for
-ZeRO-3, unlimited for ZeRO-2).
+ZeRO-3, unlimited for ZeRO-2). PyTorch's own FSDP2 as the peer (issue 27 item 5):
+``fsdp2`` (``torch.distributed.fsdp.fully_shard`` on each layer and on the stack, eager)
+and ``fsdp2+compile`` (the same, then ``torch.compile``), at the same model, batch and
+dtype; their rows have iteration time, first step and peak (no wait-stall measurement:
+that needs trace_lab's wait hook).
 
 Targets (issue 6): with sorting on, >= 80% of all-gather time hidden; iteration
 time >= 10% lower than with sorting off when communication is >= 10% of the
@@ -48,12 +52,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-DEFAULT_CONFIGS = "zero2,zero2+sort,zero2+sort@7,zero3,zero3+sort,zero3+sort@7"
+DEFAULT_CONFIGS = "zero2,zero2+sort,zero2+sort@7,zero3,zero3+sort,zero3+sort@7,fsdp2,fsdp2+compile"
+PEERS = {"fsdp2": False, "fsdp2+compile": True}  # PyTorch's FSDP2 rows: name -> torch.compile on top
 
 
 def parse_config(spec: str) -> dict:
     """``zero3+sort@7`` -> {"name", "mode", "sort_waits", "max_inflight"} (max_inflight "default" = the pass's)."""
     name = spec.strip()
+    if name in PEERS:
+        return {"name": name, "mode": "fsdp2", "sort_waits": False, "max_inflight": None, "compile": PEERS[name]}
     base, _, limit = name.partition("@")
     mode, _, sort = base.partition("+")
     if mode not in ("zero2", "zero3") or sort not in ("", "sort") or (limit and not sort):
@@ -131,7 +138,53 @@ def _say(ctx, msg):
         print(f"    rank 0: {msg}", flush=True)
 
 
+def _fsdp2_worker(args, config):
+    """PyTorch's FSDP2 on the same model, batch and dtype: ``fully_shard`` on each layer and on the stack (its
+    recommended wrapping), optionally ``torch.compile`` on top; iteration time, first step and peak."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    import trace_lab.distributed as tld
+    from examples.llama import LlamaStack
+
+    ctx = tld.current()
+    device = ctx.device
+    dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
+    torch.manual_seed(0)
+    model = LlamaStack(layers=args.layers, dim=args.dim, heads=args.heads).to(device=device, dtype=dtype)
+    mesh = init_device_mesh("cuda" if device.startswith("cuda") else "cpu", (ctx.world_size,))
+    for layer in model.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    shards = list(model.parameters())
+    torch.manual_seed(1 + ctx.rank)
+    x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
+    fn = torch.compile(model) if config["compile"] else model
+    _say(ctx, f"{config['name']}: first step")
+    t0 = time.perf_counter()
+    _step(fn, x, shards)
+    _sync(device)
+    first = time.perf_counter() - t0
+    for _ in range(args.warmup):
+        _step(fn, x, shards)
+    times = _time_steps(fn, x, shards, device, args.iters)
+    peak = None
+    if device.startswith("cuda"):
+        _sync(device)
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        _step(fn, x, shards)
+        _sync(device)
+        peak = torch.cuda.max_memory_allocated() - before
+    return {"config": config["name"], "mode": "fsdp2", "sort_waits": False, "max_inflight": None, "rank": ctx.rank,
+            "first_step_seconds": first, "iter_seconds": statistics.median(times), "iter_all": times,
+            "measured_peak_bytes": peak, "predicted_peak_bytes": None, "comm": None, "profiler_lanes": None,
+            "estimated": [], "sort_info": {}}
+
+
 def _config_worker(args, config):
+    if config["mode"] == "fsdp2":
+        return _fsdp2_worker(args, config)
     import trace_lab
     import trace_lab.distributed as tld
     from examples.llama import LlamaStack
@@ -180,7 +233,7 @@ def _config_worker(args, config):
             e.pop(k)
     return {
         "config": config["name"], "mode": config["mode"], "sort_waits": config["sort_waits"],
-        "max_inflight": config["max_inflight"], "rank": ctx.rank,
+        "max_inflight": config["max_inflight"], "rank": ctx.rank, "executor": args.executor,
         "first_step_seconds": first, "iter_seconds": iter_s, "iter_all": times,
         "measured_peak_bytes": peak,
         "predicted_peak_bytes": {"forward": fw.liveness().peak_above_inputs_bytes,
@@ -239,10 +292,18 @@ def combine_repeats(rows: list[dict]) -> list[dict]:
     for name, rs in groups.items():
         row = dict(rs[0])
         row["repeats"] = [{"iter_seconds": r["iter_seconds"],
-                           "all_gather_hidden_fraction": r["comm"]["total"]["all_gather_hidden_fraction"],
-                           "all_gather_stall_seconds": r["comm"]["total"]["stall_seconds"]["all_gather"]}
+                           "all_gather_hidden_fraction": r["comm"]["total"]["all_gather_hidden_fraction"]
+                           if r["comm"] else None,
+                           "all_gather_stall_seconds": r["comm"]["total"]["stall_seconds"]["all_gather"]
+                           if r["comm"] else None}
                           for r in rs]
-        if len(rs) > 1:
+        if len(rs) > 1 and rs[0]["comm"] is None:  # a peer row (FSDP2): times and peak only
+            row["iter_seconds"] = statistics.median(r["iter_seconds"] for r in rs)
+            row["iter_all"] = [t for r in rs for t in r["iter_all"]]
+            row["measured_peak_bytes"] = max((r["measured_peak_bytes"] for r in rs
+                                              if r["measured_peak_bytes"] is not None), default=None)
+            row["first_step_seconds"] = _median_or_none([r["first_step_seconds"] for r in rs])
+        elif len(rs) > 1:
             totals = [r["comm"]["total"] for r in rs]
             total = dict(totals[0])
             for key in ("stall_seconds", "intrinsic_seconds"):
@@ -280,9 +341,14 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
     table = [head]
     mib = (lambda b: "-" if b is None else f"{b / 2**20:.0f}")
     for r in rows:
+        reps = r.get("repeats") or []
+        if r["comm"] is None:  # PyTorch's FSDP2: no wait hook to measure stalls with
+            table.append((r["config"], "-", str(max(len(reps), 1)),
+                          _ms(r["iter_seconds"]) + _spread([x["iter_seconds"] for x in reps], _ms),
+                          *["-"] * 6, mib(r["measured_peak_bytes"]), "-", "-", "-"))
+            continue
         t = r["comm"]["total"]
         lanes = r.get("profiler_lanes") or {}
-        reps = r.get("repeats") or []
         table.append((r["config"], _inflight_text(r), str(max(len(reps), 1)),
                       _ms(r["iter_seconds"]) + _spread([x["iter_seconds"] for x in reps], _ms),
                       _ms(t["exposed_comm_seconds"]),
@@ -324,6 +390,13 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
                     f"intrinsic comm is {_pct(share)} of the sort-off step): "
                     + (("MET" if gain >= 0.10 else "NOT MET") + f" by {100 * (gain - 0.10):+.1f} points"
                        if share >= 0.10 else "target does not apply (comm < 10% of the step)"))
+    # issue 27: trace_lab's zero3+sort with a fused executor against FSDP2 + torch.compile's step
+    peer = next((r for r in rows if r["config"] == "fsdp2+compile"), None)
+    for r in (r for r in rows if r["mode"] == "zero3" and r["sort_waits"]):
+        if peer is not None:
+            ratio = r["iter_seconds"] / peer["iter_seconds"]
+            verdicts.append(f"{r['config']} (executor {r.get('executor', '?')}): {ratio:.2f}x FSDP2 + torch.compile's "
+                            f"step (target <= 1.0x with a fused executor): " + ("MET" if ratio <= 1.0 else "NOT MET"))
     return text, verdicts
 
 
@@ -405,11 +478,12 @@ def main(argv=None):
                 rows.append(run.values[0])
                 per_rank.setdefault(config["name"], []).append({str(r.rank): {"iter_seconds": r.value["iter_seconds"],
                                                           **{k: r.value["comm"]["total"][k] for k in (
-                                                              "exposed_comm_seconds", "all_gather_hidden_fraction")}}
+                                                              "exposed_comm_seconds", "all_gather_hidden_fraction")
+                                                             if r.value["comm"]}}
                                                                 for r in run.results})
-                t = rows[-1]["comm"]["total"]
-                print(f"{tag}: iter {_ms(rows[-1]['iter_seconds'])} ms, exposed {_ms(t['exposed_comm_seconds'])} ms, "
-                      f"AG hidden {_pct(t['all_gather_hidden_fraction'])} ({time.perf_counter() - t0:.0f} s)",
+                t = (rows[-1]["comm"] or {}).get("total") or {}
+                print(f"{tag}: iter {_ms(rows[-1]['iter_seconds'])} ms, exposed {_ms(t.get('exposed_comm_seconds'))} "
+                      f"ms, AG hidden {_pct(t.get('all_gather_hidden_fraction'))} ({time.perf_counter() - t0:.0f} s)",
                       flush=True)
             except Exception as e:  # noqa: BLE001 - one configuration failing must not lose the others
                 text = str(e).strip()
