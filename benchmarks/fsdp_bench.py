@@ -116,6 +116,46 @@ def _time_steps(jfn, x, shards, device, iters):
     return times
 
 
+def _model(args, device):
+    """The benchmark's LlamaStack (seed 0: every rank and configuration builds the same weights)."""
+    from examples.llama import LlamaStack
+
+    torch.manual_seed(0)
+    dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
+    return LlamaStack(layers=args.layers, dim=args.dim, heads=args.heads).to(device=device, dtype=dtype)
+
+
+def _input(args, ctx):
+    """This rank's batch (seeded by rank)."""
+    torch.manual_seed(1 + ctx.rank)
+    dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
+    return torch.randn(args.batch, args.seq, args.dim, device=ctx.device, dtype=dtype)
+
+
+def _first_and_timed(fn, x, shards, args, ctx):
+    """(seconds of the first step, compile included; seconds per timed step after ``args.warmup`` more)."""
+    t0 = time.perf_counter()
+    _step(fn, x, shards)
+    _sync(ctx.device)
+    first = time.perf_counter() - t0
+    for _ in range(args.warmup):
+        _step(fn, x, shards)
+    _say(ctx, f"first step {first:.1f} s; timing {args.iters} steps")
+    return first, _time_steps(fn, x, shards, ctx.device, args.iters)
+
+
+def _step_peak(fn, x, shards, device):
+    """Bytes one step allocates above what was held before it (CUDA); None on CPU."""
+    if not device.startswith("cuda"):
+        return None
+    _sync(device)
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    _step(fn, x, shards)
+    _sync(device)
+    return torch.cuda.max_memory_allocated() - before
+
+
 def _profiler_lanes(jfn, x, shards, device):
     from torch.profiler import ProfilerActivity, profile
 
@@ -145,37 +185,19 @@ def _fsdp2_worker(args, config):
     from torch.distributed.fsdp import fully_shard
 
     import trace_lab.distributed as tld
-    from examples.llama import LlamaStack
-
     ctx = tld.current()
     device = ctx.device
-    dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
-    torch.manual_seed(0)
-    model = LlamaStack(layers=args.layers, dim=args.dim, heads=args.heads).to(device=device, dtype=dtype)
+    model = _model(args, device)
     mesh = init_device_mesh("cuda" if device.startswith("cuda") else "cpu", (ctx.world_size,))
     for layer in model.layers:
         fully_shard(layer, mesh=mesh)
     fully_shard(model, mesh=mesh)
     shards = list(model.parameters())
-    torch.manual_seed(1 + ctx.rank)
-    x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
+    x = _input(args, ctx)
     fn = torch.compile(model) if config["compile"] else model
     _say(ctx, f"{config['name']}: first step")
-    t0 = time.perf_counter()
-    _step(fn, x, shards)
-    _sync(device)
-    first = time.perf_counter() - t0
-    for _ in range(args.warmup):
-        _step(fn, x, shards)
-    times = _time_steps(fn, x, shards, device, args.iters)
-    peak = None
-    if device.startswith("cuda"):
-        _sync(device)
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        _step(fn, x, shards)
-        _sync(device)
-        peak = torch.cuda.max_memory_allocated() - before
+    first, times = _first_and_timed(fn, x, shards, args, ctx)
+    peak = _step_peak(fn, x, shards, device)
     return {"config": config["name"], "mode": "fsdp2", "sort_waits": False, "max_inflight": None, "rank": ctx.rank,
             "first_step_seconds": first, "iter_seconds": statistics.median(times), "iter_all": times,
             "measured_peak_bytes": peak, "predicted_peak_bytes": None, "comm": None, "profiler_lanes": None,
@@ -187,39 +209,21 @@ def _config_worker(args, config):
         return _fsdp2_worker(args, config)
     import trace_lab
     import trace_lab.distributed as tld
-    from examples.llama import LlamaStack
     from trace_lab.distributed.comm_measure import measure_comm
     from trace_lab.analysis.timeline import CPU_MODEL, GPU_MODEL, estimate_timeline
 
     ctx = tld.current()
     device = ctx.device
-    dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
-    torch.manual_seed(0)
-    model = LlamaStack(layers=args.layers, dim=args.dim, heads=args.heads).to(device=device, dtype=dtype)
+    model = _model(args, device)
     tld.shard_module(model)
     shards = list(tld.sharded_parameters(model).values())
-    torch.manual_seed(1 + ctx.rank)
-    x = torch.randn(args.batch, args.seq, args.dim, device=device, dtype=dtype)
+    x = _input(args, ctx)
     extra = {} if config["max_inflight"] == "default" else {"max_inflight_gathers": config["max_inflight"]}
     jfn = trace_lab.jit(model, fsdp=config["mode"], sort_waits=config["sort_waits"], executor=args.executor, **extra)
     _say(ctx, "compiling (first step)")
-    t0 = time.perf_counter()
-    _step(jfn, x, shards)
-    _sync(device)
-    first = time.perf_counter() - t0
-    for _ in range(args.warmup):
-        _step(jfn, x, shards)
-    _say(ctx, f"first step {first:.1f} s; timing {args.iters} steps")
-    times = _time_steps(jfn, x, shards, device, args.iters)
+    first, times = _first_and_timed(jfn, x, shards, args, ctx)
     iter_s = statistics.median(times)
-    peak = None
-    if device.startswith("cuda"):
-        _sync(device)
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        _step(jfn, x, shards)
-        _sync(device)
-        peak = torch.cuda.max_memory_allocated() - before
+    peak = _step_peak(jfn, x, shards, device)
     _say(ctx, f"iteration {iter_s * 1e3:.2f} ms; measuring wait stalls ({args.measure_steps} steps) and calibrating")
     comm = measure_comm(lambda: (_align(device), _step(jfn, x, shards)), device, jfn=jfn, steps=args.measure_steps,
                         reps=args.calib_reps, iter_seconds=iter_s)
