@@ -459,6 +459,10 @@ def main(argv=None):
     header = (f"FSDP benchmark: {args.layers} layers, d={args.dim}, heads={args.heads}, seq={args.seq}, "
               f"batch/rank={args.batch}, {args.dtype}, {args.nproc} x {dev}, executor={args.executor}, "
               f"torch {torch.__version__}")
+    from _results import git_commit
+
+    git = git_commit()
+    header += f", commit {git['commit'] or 'not recorded'}{' (dirty)' if git['dirty'] else ''}"
     rows, per_rank, errors, backend = [], {}, [], None
     longest = 0.0
     print(header, flush=True)
@@ -479,7 +483,7 @@ def main(argv=None):
                 run = run_distributed(_config_worker, args.nproc, args=(args, config), device=args.device,
                                       timeout_s=limit)
                 backend = run.backend
-                rows.append(run.values[0])
+                rows.append({**run.values[0], "commit": git["commit"], "dirty": git["dirty"]})
                 per_rank.setdefault(config["name"], []).append({str(r.rank): {"iter_seconds": r.value["iter_seconds"],
                                                           **{k: r.value["comm"]["total"][k] for k in (
                                                               "exposed_comm_seconds", "all_gather_hidden_fraction")
@@ -499,7 +503,7 @@ def main(argv=None):
         text, verdicts = summarize(rows)
         report = "\n".join([header + (f" ({backend})" if backend else ""), text, *verdicts,
                              *[f"{e['config']}: {e['status']}: {e['error']}" for e in errors]])
-        data = {"date": datetime.date.today().isoformat(), "device": dev, "backend": backend,
+        data = {"date": datetime.date.today().isoformat(), "device": dev, "backend": backend, **git,
                 "torch": torch.__version__, "args": vars(args), "results": rows, "per_rank": per_rank,
                 "errors": errors, "verdicts": verdicts, "table": text, "complete": i == len(configs) - 1,
                 "wall_seconds": time.perf_counter() - started}
