@@ -39,6 +39,6 @@ class EagerExecutor(Executor):
 
     def compile(self, trace: Trace) -> CompiledProgram:
         started = time.perf_counter()
-        program = generate(trace, materialized_regions=True)
+        program = generate(trace, materialized_regions=True, fast_views=True)
         return CompiledProgram(run=program.run, executor="eager", compile_seconds=time.perf_counter() - started,
                                source=program.source, generated=program)

@@ -110,7 +110,8 @@ def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: boo
     the returned function calls Inductor's generated code directly (:func:`_direct_call`), which is all a
     call then costs; otherwise it calls AOTAutograd's callable as before. AOTAutograd's own cache
     is off during the compile so that ``compile_fx_inner`` always runs (Inductor's FX graph cache
-    still serves it unless ``disable_inductor_caches``).
+    still serves it unless ``disable_inductor_caches``). Inductor's per-call size asserts are off
+    (``size_asserts``): the first call's layout check (:mod:`trace_lab.runtime.dtype_guard`) does that job once.
     """
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
@@ -118,10 +119,12 @@ def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: boo
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    patches = {}
+    # no per-call size/stride asserts in the generated code: the region's first call checks every input's
+    # layout against the recorded one (runtime.dtype_guard), later calls would repeat it per input (~1 us each)
+    patches = {"size_asserts": False}
     if disable_inductor_caches:
-        patches = {"force_disable_caches": True, "fx_graph_cache": False, "autotune_local_cache": False,
-                   "autotune_remote_cache": False, "fx_graph_remote_cache": False}
+        patches.update({"force_disable_caches": True, "fx_graph_cache": False, "autotune_local_cache": False,
+                        "autotune_remote_cache": False, "fx_graph_remote_cache": False})
     inner_calls = []
 
     def inner_compile(gm, example_inputs, *args, **kwargs):
@@ -207,7 +210,7 @@ class InductorExecutor(Executor):
                                                  cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes)
         if region_nodes:
             self.report_region(len(region_nodes), len(region_nodes))
-        program = generate(trace, region_runner=compiled.__getitem__, materialized_regions=False)
+        program = generate(trace, region_runner=compiled.__getitem__, materialized_regions=False, fast_views=True)
         run = program.run
         notes = []
         if records:

@@ -218,7 +218,7 @@ class NvFuserExecutor(Executor):
                          f"(fusion_cache={'on' if self.fusion_cache else 'off'})")
         # nvFuser may lay a region's outputs out differently from eager: views become reshapes
         program = generate(trace, region_runner=programs.__getitem__, views_as_reshape=True,
-                           materialized_regions=False)
+                           materialized_regions=False, fast_views=True)
         run = program.run
         compiled = CompiledProgram(run=run, executor="nvfuser", compile_seconds=time.perf_counter() - started,
                                    source=program.source, regions=regions, notes=notes, generated=program)

@@ -42,6 +42,8 @@ import torch.fx as fx
 
 from ..ir.trace import Trace, is_getitem
 from .dtype_guard import dtype_guarded
+from .fast_views import FirstCallChecked, ViewPlan, reinterpret, unread
+from .fast_views import plan as plan_views
 from .interpreter import constants_of
 from .wait_hook import WAIT, current_hook, hooked_wait
 
@@ -174,17 +176,39 @@ def _attr(gm, target: str):
         else operator.attrgetter(target)(gm)
 
 
-def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
-          materialized_regions: bool, instrument: bool = False, program: int | None = None) -> list[str]:
-    """The op lines (with their ``del`` lines) of one function body; ``instrument``: each line (and its
-    ``del``) inside a ``record_function`` range named by :func:`line_label`."""
+def _dead(trace: Trace, materialized_regions: bool) -> dict:
+    """node -> the values deleted after its line (the liveness model's frees)."""
     live = trace.liveness(materialized_regions=materialized_regions)
-    dead = {ln.node: ln.dead_nodes for ln in live.lines}
+    return {ln.node: ln.dead_nodes for ln in live.lines}
+
+
+def _folded_view(em: Emitter, p: ViewPlan) -> str:
+    """A foldable view line's right-hand side in the fast program (:mod:`.fast_views`)."""
+    if p.identity:
+        return em.local(p.root)
+    return f"{em.bind(reinterpret, 'v')}({em.local(p.source)}, {em.bind(p.size, 'c')}, {em.bind(p.stride, 'c')}, {p.delta})"
+
+
+def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
+          materialized_regions: bool, instrument: bool = False, program: int | None = None,
+          views: tuple | None = None) -> list[str]:
+    """The op lines (with their ``del`` lines) of one function body; ``instrument``: each line (and its
+    ``del``) inside a ``record_function`` range named by :func:`line_label`. ``views``: ``("check", plans,
+    frees, seen)`` adds a layout check after each foldable view line, ``("fast", plans, frees)`` folds them
+    (:mod:`.fast_views`); both follow ``frees`` instead of the liveness model's own."""
+    mode, plans = (views or (None, {}))[:2]
+    dead = views[2] if mode in ("check", "fast") else _dead(trace, materialized_regions)
+    order = {n: i for i, n in enumerate(plans)}
+    skip = unread(plans) if mode == "fast" and not instrument else set()  # a profiled program times every line
     lines: list[str] = []
     if instrument:
         em.globals["_g_range"] = torch.profiler.record_function
     for index, n in enumerate(trace.ops):
         start = len(lines)
+        if n in skip:  # nothing reads it in the folded program; what dies here still dies here
+            gone = [em.local(d) for d in dead.get(n, []) if d.op != "get_attr" and d not in skip]
+            lines.extend([f"del {', '.join(gone)}"] if gone else [])
+            continue
         if n.op == "call_module":
             if region_runner is not None:  # a compiled region, checked once against its recorded dtypes
                 fn = dtype_guarded(region_runner(n), trace, n, lambda n=n: generate_region(trace, n))
@@ -203,6 +227,8 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
             call = f"{args[0]}.{n.target}({', '.join(args[1:])})"
         else:
             call = f"{callee}({', '.join(args)})"
+        if mode == "fast" and n in plans:
+            call = _folded_view(em, plans[n])
         val = n.meta.get("val")
         if isinstance(val, (list, tuple)):
             getitems = {u.args[1]: u for u in n.users if is_getitem(u)}
@@ -212,7 +238,11 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
                 lines.append("del _")
         else:
             lines.append(f"{em.local(n)} = {call}")
-        gone = [em.local(d) for d in dead.get(n, []) if d.op != "get_attr"]
+        if mode == "check" and n in plans:
+            p = plans[n]
+            lines.append(f"_g_seen({order[n]}, {em.local(n)}, {em.local(p.source)}, "
+                         f"{em.local(p.root if p.identity else p.source)})")
+        gone = [em.local(d) for d in dead.get(n, []) if d.op != "get_attr" and d not in skip]
         if gone:
             lines.append(f"del {', '.join(gone)}")
         if instrument:
@@ -242,7 +272,7 @@ def compile_function(em: Emitter, fn_name: str, params: str, body: list[str], wh
 
 def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
              materialized_regions: bool = True, instrument: bool = False,
-             program: int | None = None) -> GeneratedProgram:
+             program: int | None = None, fast_views: bool = False, _views: tuple | None = None) -> GeneratedProgram:
     """Compile ``trace`` to ``run(args) -> tuple`` (boxed: a list of inputs).
 
     ``region_runner(node) -> callable(*inputs)`` gives each fused region's callable (a
@@ -251,8 +281,14 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
     ``views_as_reshape``: ``aten.view`` runs as ``aten.reshape`` (executors whose regions may
     lay a value out otherwise than eager). ``materialized_regions`` picks the liveness mode
     whose frees the code follows. ``instrument``: each line in a profiler range (:func:`line_label`, with
-    ``program``'s index).
+    ``program``'s index). ``fast_views``: view lines outside regions run as stride reinterpretations once the
+    first call has checked the real layouts (:mod:`.fast_views`); ``source`` is then the folded program's.
     """
+    if fast_views and not instrument and _views is None:
+        plans, frees = plan_views(trace.ops, _outputs(trace), _dead(trace, materialized_regions))
+        if plans:
+            return _first_call_checked(trace, region_runner, views_as_reshape, materialized_regions, program,
+                                       plans, frees)
     em = Emitter(trace.name, trace.gm)
     params = [em.local(p) for p in trace.inputs]
     body: list[str] = []
@@ -265,22 +301,52 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
         em.globals["_g_hook"] = current_hook
         em.globals["_g_trace"] = trace
         body += ["_h = _g_hook()", "if _h is not None:", "    _h.enter(_g_trace)"]
-    body += _body(em, trace, region_runner, views_as_reshape, materialized_regions, instrument, program)
+    body += _body(em, trace, region_runner, views_as_reshape, materialized_regions, instrument, program, _views)
     out = _output(em, trace)
     if waits:
         body += ["if _h is not None:", "    _h.exit(_g_trace)"]
     body.append(f"return {out}")
     fn_name = trace.kind_function_name
+    if _views is not None and _views[0] == "check":
+        em.globals["_g_seen"] = _views[3]
+    what = {"check": " (first call: view layouts checked)", "fast": " (views folded)"}.get((_views or ("",))[0], "")
     fn, src = compile_function(em, fn_name, "args", body, f"{trace.kind} '{trace.stage}'"
-                               + (" (instrumented)" if instrument else ""))
+                               + (" (instrumented)" if instrument else "") + what)
     if instrument:
         return GeneratedProgram(fn, src, fn_name)
 
     def build_instrumented(program=None):
         return generate(trace, region_runner, views_as_reshape, materialized_regions, instrument=True,
-                        program=program).run
+                        program=program, _views=_views).run
 
     return GeneratedProgram(fn, src, fn_name, build_instrumented)
+
+
+def _outputs(trace: Trace) -> list:
+    spec = trace.output_node.args[0]
+    return list(spec) if isinstance(spec, (list, tuple)) else [spec]
+
+
+def _first_call_checked(trace, region_runner, views_as_reshape, materialized_regions, program, plans, frees):
+    """The program behind :class:`.fast_views.FirstCallChecked`: checked first call, then folded or plain."""
+    def build(views):
+        return generate(trace, region_runner, views_as_reshape, materialized_regions, program=program,
+                        _views=views)
+
+    names = [trace.name(n) for n in plans]
+    state = FirstCallChecked(plans, names, lambda: build(("plain", {})).run)
+    state.checked = build(("check", plans, frees, state.seen)).run
+    fast = build(("fast", plans, frees))
+    state.fast = fast.run
+
+    def build_instrumented(program=None):
+        views = ("fast", plans, frees) if state.fast_chosen else None
+        return generate(trace, region_runner, views_as_reshape, materialized_regions, instrument=True,
+                        program=program, _views=views or ("plain", {})).run
+
+    result = GeneratedProgram(state, fast.source, fast.function_name, build_instrumented)
+    result.views = state
+    return result
 
 
 def generate_region(trace: Trace, node: fx.Node):

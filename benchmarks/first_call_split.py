@@ -1,0 +1,55 @@
+"""Diagnostic for issue 27 item 3: where trace_lab's first call goes, by stage and region (llama, full size).
+
+    python3 benchmarks/first_call_split.py [strategy] [executor] [layers]   # GPU machine; default dataflow inductor 8
+
+Runs one first call (forward + backward) and prints each compiled part's CompilationRecord.timings(): AOTAutograd's
+capture, every pass stage, op-scratch measurement, the executor (each region's compile seconds and cache hit), graph
+recording, and what the first call spent outside them (Dynamo's tracing, the run itself). Then cProfile's top
+functions by cumulative time, for the seconds no record names."""
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+
+sys.path.insert(0, os.getcwd())
+import torch  # noqa: E402
+
+import trace_lab  # noqa: E402
+from examples import workloads  # noqa: E402
+
+strategy = sys.argv[1] if len(sys.argv) > 1 else "dataflow"
+executor = sys.argv[2] if len(sys.argv) > 2 else "inductor"
+layers = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model, (x,) = workloads.make_llama(layers)(device, "full" if device == "cuda" else "small")
+jfn = trace_lab.jit(model, fusion=strategy, executor=executor)
+prof = cProfile.Profile()
+t0 = time.perf_counter()
+prof.enable()
+jfn(x).float().sum().backward()
+if device == "cuda":
+    torch.cuda.synchronize()
+prof.disable()
+first = time.perf_counter() - t0
+print(f"first call ({strategy}, {executor}, {layers} layers, {device}): {first:.2f} s")
+named = 0.0
+for rec in jfn.compilations():
+    t = rec.timings()
+    regions = t["regions"]
+    compiled = [r for r in regions if not r[2]]
+    passes = sum(s for _, s in t["passes"] if s)
+    print(f"  {rec.kind}: capture {t['capture'] or 0:.2f} s, passes {passes:.2f} s, op scratch {t['op_scratch'] or 0:.2f} s, "
+          f"executor {t['executor']:.2f} s ({len(regions)} regions, {len(compiled)} compiled, "
+          f"{sum(r[1] or 0 for r in compiled):.2f} s compiling them), graph recording {t['graph_recording']:.2f} s, "
+          f"wall {t['wall'] or 0:.2f} s")
+    for name, seconds in sorted(t["passes"], key=lambda p: -(p[1] or 0))[:3]:
+        print(f"      pass {name}: {seconds or 0:.3f} s")
+    for name, seconds, hit in sorted(compiled, key=lambda r: -(r[1] or 0))[:3]:
+        print(f"      region {name}: {seconds or 0:.2f} s")
+    named += (t["capture"] or 0) + (t["wall"] or 0)
+print(f"  named by the records: {named:.2f} s; the rest ({first - named:.2f} s): Dynamo tracing, running, autograd")
+s = io.StringIO()
+pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(35)
+print(s.getvalue()[-7000:])
