@@ -884,7 +884,9 @@ def format_group_table(groups: list[dict], bench: str, layers) -> str:
         if peak and g["stats"].get("graph_pool_mib") is not None:
             peak += " (incl. pools)"
         match = {True: "yes", False: "**NO**", None: "not checked"}[g["matches_eager"]]
-        failed = f" ({g['n'] - g['n_ok']} failed)" if g["n_ok"] < g["n"] else ""
+        n_failed = len(g["errors"] or [])
+        failed = (f" ({n_failed} failed)" if n_failed else f" ({g['n'] - g['n_ok']} not run: {g['skipped']})") \
+            if g["n_ok"] < g["n"] else ""
         lines.append(f"| {name} | {g['n_ok']}/{g['n']}{failed} | {_rng(g['steady_ms'], '.3f')} "
                      f"| {_rng(g['host_ms'], '.3f') if g['device_ms'] else ''} | {_x(g['vs_eager'])} "
                      f"| {_x(g['vs_torch.compile'])} | {_x(g['vs_reduce-overhead'])} | {_rng(g['first_iter_s'], '.2f')} "
