@@ -263,13 +263,15 @@ def parallel_args(args: list[str]) -> list[str]:
     """pytest-xdist workers, one per core up to 4, unless the caller chose (-n, -p no:xdist, or a debugger).
 
     The suite is mostly single-threaded Python (Dynamo, the passes, notebook kernels, a browser), so two
-    workers on CI's 2 cores take ~2/3 of the serial time. ``--dist loadscope`` keeps a module's tests
-    (and its module-scoped fixtures, e.g. the distributed runs) in one worker.
+    workers on CI's 2 cores take ~2/3 of the serial time. ``--dist loadscope`` keeps a module's tests (and its
+    module-scoped fixtures, e.g. the distributed runs) in one worker, and, with tests/conftest.py's scheduler,
+    each teaching notebook's tests (one execution of the notebook, tests/notebook/teaching_runs.py);
+    ``--no-loadscope-reorder`` hands the scopes out in the order tests/conftest.py sorts them, longest first.
     """
     if any(a == "-n" or a.startswith("-n") or a.startswith("--numprocesses") or "xdist" in a or a == "--pdb"
-           for a in args):
+           or a.startswith("--dist") for a in args):
         return []
-    return ["-n", str(max(1, min(4, os.cpu_count() or 1))), "--dist", "loadscope"]
+    return ["-n", str(max(1, min(4, os.cpu_count() or 1))), "--dist", "loadscope", "--no-loadscope-reorder"]
 
 
 def cmd_test(args: list[str]) -> int:

@@ -1,10 +1,12 @@
 """The lab in a real browser: JupyterLab + Playwright driving Debian's chromium.
 
-Opens teaching notebook 01 in a fresh JupyterLab (127.0.0.1, token), runs all
-cells, switches the first output's fusion strategy, presses Rerun and checks
-that its Compare table gained a row and its Graph area changed. A screenshot
-goes to test-artifacts/ (git-ignored). Chromium is installed with apt-get when
-missing and this process may do so; otherwise the test is skipped, saying why.
+Teaching notebook 01 in JupyterLab (127.0.0.1, token), Run All: the first output's tabs and Graph widget;
+then its fusion strategy switched, Rerun, and its Compare table gained a row and its Graph area changed.
+The session is notebook 01's one JupyterLab session (tests/notebook/teaching_runs.py), shared with
+test_browser_teaching.py's issue-26 checks (which run between the two halves) and the prose checks.
+Screenshots go to test-artifacts/ (git-ignored). Chromium is installed with apt-get when missing and this
+process may do so; otherwise the test is skipped, saying why. Also the browser tests' shared helpers:
+jupyter_server, open_notebook, ensure_chromium.
 """
 from __future__ import annotations
 
@@ -114,82 +116,92 @@ def open_notebook(p, browser_path: str, url: str, failure_png: Path):
 LAB_ARGS = ("--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    pytest.importorskip("playwright.sync_api")
-    browser_path = ensure_chromium()
-    work = tmp_path_factory.mktemp("lab")
-    shutil.copy(ROOT / "notebooks" / NOTEBOOK, work / NOTEBOOK)
-    with jupyter_server("lab", work, *LAB_ARGS) as (base, token):
-        yield base, token, browser_path
+@pytest.mark.xdist_group("teaching-01_fusion_and_peak_memory")
+def test_notebook_01_run_all_switch_fusion_rerun(teaching):
+    """Notebook 01 in JupyterLab (its one session, shared with test_browser_teaching.py: teaching_runs.py), right
+    after Run All: three traced outputs, the first one's Compare has a row per --compare run, its Graph widget,
+    Diff and Timeline (fusion_rerun_before); after the issue-26 checks: the first output's fusion -> horizontal,
+    "time lines" on, Rerun, and Compare, Diff, Timeline and Graph show the rerun (fusion_rerun_after)."""
+    teaching.browser("01_fusion_and_peak_memory").check("fusion_rerun")
 
 
-def test_notebook_01_run_all_switch_fusion_rerun(lab):
-    from playwright.sync_api import expect, sync_playwright
+def _first_view(page):  # the first %%thunder_trace output (re-queried: outputs re-render after a rerun)
+    return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
 
-    base, token, browser_path = lab
+
+def _tab(page, title):
+    _first_view(page).locator(".lm-TabBar-tab", has_text=title).first.click()
+
+
+def fusion_rerun_before(page) -> None:
+    """On the freshly run notebook 01: the outputs, the first one's Compare rows, Graph widget, Diff, Timeline."""
+    from playwright.sync_api import expect
+
     ARTIFACTS.mkdir(exist_ok=True)
-    url = f"{base}/lab/workspaces/t{secrets.token_hex(4)}/tree/{NOTEBOOK}?reset&token={token}"
-    with sync_playwright() as p, open_notebook(p, browser_path, url, ARTIFACTS / "notebook01_failure.png") as page:
-        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
-        page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-        page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
-        # the last cell prints the path of the saved report once everything above has run
-        page.get_by_text("saved reports/01_horizontal.html").wait_for(timeout=240_000)
-        news = page.get_by_role("button", name="No", exact=True)
-        if news.count():  # JupyterLab's "notified about news?" toast
-            news.first.click()
+    page.get_by_text("saved reports/01_horizontal.html").wait_for(timeout=30_000)  # the notebook's last cell ran
+    news = page.get_by_role("button", name="No", exact=True)
+    if news.count():  # JupyterLab's "notified about news?" toast
+        news.first.click()
+    view = lambda: _first_view(page)  # noqa: E731
+    tab = lambda title: _tab(page, title)  # noqa: E731
+    expect(page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab"))).to_have_count(3)
+    tab("Compare")
+    rows = view().locator(".tl-compare-area tr.tl-row")
+    assert rows.count() == 3  # none, horizontal, memory: every --compare run of the notebook
+    tab("Graph")
+    view().locator(".tl-graph-area .tl-report").wait_for(timeout=30_000)
+    _check_graph_widget(page, view().locator(".tl-gw"))
 
-        def view():  # the first %%thunder_trace output (re-queried: outputs re-render after a rerun)
-            return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
+    tab("Diff")  # the depth views: what fusion changed in the shown part, as the student sees it
+    expect(view().locator(".tl-diff-area")).to_contain_text(re.compile("peak|one stage only"), timeout=30_000)
+    tab("Timeline")  # not profiled yet: says how
+    expect(view().locator(".tl-timeline-area")).to_contain_text("--profile", timeout=30_000)
 
-        def tab(title):
-            view().locator(".lm-TabBar-tab", has_text=title).first.click()
 
-        expect(page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab"))).to_have_count(3)
-        tab("Compare")
-        rows = view().locator(".tl-compare-area tr.tl-row")
-        n_rows = rows.count()
-        assert n_rows == 3  # none, horizontal, memory: every --compare run of the notebook
-        tab("Graph")
-        graph = view().locator(".tl-graph-area .tl-report")
-        graph.wait_for(timeout=30_000)
-        graph_before = graph.inner_html()
-        _check_graph_widget(page, view().locator(".tl-gw"))
+def fusion_rerun_after(page) -> None:
+    """The first output (after the issue-26 reruns: its cell rerun in place, still fusion none): fusion ->
+    horizontal, "time lines" on, Rerun: a Compare row more, Diff names the fused regions, the Timeline draws a
+    host lane, the Graph changed."""
+    from playwright.sync_api import expect
 
-        tab("Diff")  # the depth views: what fusion changed in the shown part, as the student sees it
-        expect(view().locator(".tl-diff-area")).to_contain_text(re.compile("peak|one stage only"), timeout=30_000)
-        tab("Timeline")  # not profiled yet: says how
-        expect(view().locator(".tl-timeline-area")).to_contain_text("--profile", timeout=30_000)
-
-        view().locator(".widget-dropdown").filter(
-            has=page.locator("label", has_text=re.compile(r"^fusion$"))).locator("select").select_option("horizontal")
-        view().locator(".widget-checkbox").filter(has_text="time lines").locator("input").check()
-        view().get_by_role("button", name="Rerun").click()
-        tab("Compare")
-        expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)
-        tab("Diff")  # horizontal fused ops into regions: the diff names them
-        expect(view().locator(".tl-diff-area")).to_contain_text("fused into", timeout=30_000)
-        tab("Timeline")  # the rerun timed every line: a host lane drawn, the slowest lines listed
-        lane = view().locator(".tl-timeline-area svg.tl-timeline")
-        lane.wait_for(timeout=30_000)
-        box = lane.bounding_box()
-        assert box and box["width"] > 100 and box["height"] > 20, box
-        expect(view().locator(".tl-timeline-area")).to_contain_text("slowest lines")
-        _scroll_for_screenshot(lambda: view().locator(".tl-timeline-area"))
-        page.screenshot(path=str(ARTIFACTS / "notebook01_timeline.png"))
-        tab("Compare")
-        expect(view().locator(".tl-compare-area tr.tl-row").last).to_contain_text("rerun of none with fusion=horizontal")
-        _scroll_for_screenshot(lambda: view().locator(".tl-compare-area"))
-        page.screenshot(path=str(ARTIFACTS / "notebook01_compare.png"))
-        tab("Graph")
-        graph = view().locator(".tl-graph-area .tl-report")
-        expect(graph).not_to_have_text(graph_before, timeout=30_000)
-        assert "fusion=horizontal" in graph.inner_text()
-        tab("Trace")
-        view().locator(".tl-trace-area .tl-code").wait_for(timeout=30_000)
-        _scroll_for_screenshot(view)
-        page.screenshot(path=str(ARTIFACTS / "notebook01_after_rerun.png"))
+    view = lambda: _first_view(page)  # noqa: E731
+    tab = lambda title: _tab(page, title)  # noqa: E731
+    tab("Compare")
+    n_rows = view().locator(".tl-compare-area tr.tl-row").count()
+    assert n_rows >= 3, n_rows
+    tab("Graph")
+    graph = view().locator(".tl-graph-area .tl-report")
+    graph.wait_for(timeout=30_000)
+    graph_before = graph.inner_html()
+    assert "fusion=horizontal" not in graph.inner_text()
+    view().locator(".widget-dropdown").filter(
+        has=page.locator("label", has_text=re.compile(r"^fusion$"))).locator("select").select_option("horizontal")
+    view().locator(".widget-checkbox").filter(has_text="time lines").locator("input").check()
+    view().get_by_role("button", name="Rerun").click()
+    tab("Compare")
+    expect(view().locator(".tl-compare-area tr.tl-row")).to_have_count(n_rows + 1, timeout=180_000)
+    tab("Diff")  # horizontal fused ops into regions: the diff names them
+    expect(view().locator(".tl-diff-area")).to_contain_text("fused into", timeout=30_000)
+    tab("Timeline")  # the rerun timed every line: a host lane drawn, the slowest lines listed
+    lane = view().locator(".tl-timeline-area svg.tl-timeline")
+    lane.wait_for(timeout=30_000)
+    box = lane.bounding_box()
+    assert box and box["width"] > 100 and box["height"] > 20, box
+    expect(view().locator(".tl-timeline-area")).to_contain_text("slowest lines")
+    _scroll_for_screenshot(lambda: view().locator(".tl-timeline-area"))
+    page.screenshot(path=str(ARTIFACTS / "notebook01_timeline.png"))
+    tab("Compare")
+    expect(view().locator(".tl-compare-area tr.tl-row").last).to_contain_text("rerun of none with fusion=horizontal")
+    _scroll_for_screenshot(lambda: view().locator(".tl-compare-area"))
+    page.screenshot(path=str(ARTIFACTS / "notebook01_compare.png"))
+    tab("Graph")
+    graph = view().locator(".tl-graph-area .tl-report")
+    expect(graph).not_to_have_text(graph_before, timeout=30_000)
+    assert "fusion=horizontal" in graph.inner_text()
+    tab("Trace")
+    view().locator(".tl-trace-area .tl-code").wait_for(timeout=30_000)
+    _scroll_for_screenshot(view)
+    page.screenshot(path=str(ARTIFACTS / "notebook01_after_rerun.png"))
 
 
 def _check_graph_widget(page, gw) -> None:

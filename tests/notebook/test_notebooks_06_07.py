@@ -1,49 +1,46 @@
 """Notebooks 06 (where the time goes) and 07 (where the bytes go): the figures their prose quotes.
 
-Each notebook is executed once (as ``test_teaching_notebooks.py`` executes every teaching notebook:
-nbclient, ``TRACE_LAB_EXECUTOR=eager``, CPU sizes) and every figure a markdown paragraph quotes is
-checked against the executed outputs. Memory figures and counts must equal what the outputs print;
+Each notebook is executed once per session, as ``test_teaching_notebooks.py``'s are (teaching_runs.py: in
+the CPU suite its Run All in JupyterLab, test_browser_teaching.py's, saved right after; elsewhere nbclient;
+``TRACE_LAB_EXECUTOR=eager``, CPU sizes) and every figure a markdown paragraph quotes is checked against the
+executed outputs. Memory figures and counts must equal what the outputs print;
 times are never compared with a number, only the ratios the prose states with wide margins (a matmul
 against a relu, flop per microsecond of two programs three orders of magnitude apart).
 """
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
-import nbformat
 import pytest
+from teaching_runs import group
 
 from test_teaching_notebooks import (SIZE, UNITS, _bytes, _code, _html_text, _md, _stdout, check_executed_notebook, notebook_device, renderer_bytes,
-                                     execute, quotes)
+                                     quotes)
 
 pytestmark = pytest.mark.teaching
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def executed(tmp_path_factory):
-    """Executes a notebook once per module; returns the executed notebook node (its copy in a tmp dir)."""
-    cache = {}
+@pytest.fixture
+def executed(teaching):
+    """The executed notebook node and its size on disk (one execution per session: teaching_runs.py), checked
+    first for what every teaching notebook must show."""
+    checked = set()
 
     def run(stem):
-        if stem not in cache:
-            tmp = tmp_path_factory.mktemp(stem)
-            shutil.copy(ROOT / "notebooks" / f"{stem}.ipynb", tmp / f"{stem}.ipynb")
-            nb = execute(tmp / f"{stem}.ipynb", tmp)
-            path = tmp / f"executed_{stem}.ipynb"
-            nbformat.write(nb, path)
+        nb, size, how = teaching.executed(stem)
+        if stem not in checked:
             errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
             assert not errors, errors[0].get("evalue")
-            check_executed_notebook(nb, path.stat().st_size, path.name)  # what every teaching notebook must show
-            cache[stem] = nb, path.stat().st_size
-        return cache[stem]
+            check_executed_notebook(nb, size, f"executed_{stem}.ipynb")  # what every teaching notebook must show
+            checked.add(stem)
+        return nb, size
 
     return run
 
 
-@pytest.mark.xdist_group("notebook06")
+@group("06_where_the_time_goes")
 def test_06_where_the_time_goes(executed):
     nb, size = executed("06_where_the_time_goes")
     assert size < 2_000_000 + renderer_bytes(nb), f"executed 06 is {size:,} bytes"
@@ -107,7 +104,7 @@ def test_06_where_the_time_goes(executed):
         assert "cuda_graphs: " in notes and "recording" in notes
 
 
-@pytest.mark.xdist_group("notebook07")
+@group("07_where_the_bytes_go")
 def test_07_where_the_bytes_go(executed):
     nb, size = executed("07_where_the_bytes_go")
     assert size < 2_000_000 + renderer_bytes(nb), f"executed 07 is {size:,} bytes"
@@ -215,7 +212,7 @@ def test_07_where_the_bytes_go(executed):
     assert _bytes(table["memory", "backward"]) <= _bytes(table["dataflow", "backward"])
 
 
-@pytest.mark.xdist_group("notebook06")
+@group("06_where_the_time_goes")
 def test_06_timeline_tabs_and_the_gpu_figures_it_cites(executed):
     """06's Timeline tabs (--profile) draw one host range per line; the H100 figures it cites are BENCHMARKS.md's."""
     nb, _ = executed("06_where_the_time_goes")

@@ -1,26 +1,29 @@
-"""Every teaching notebook runs top to bottom, headless (nbclient), on this machine.
+"""Every teaching notebook runs top to bottom on this machine, and its prose quotes its own outputs.
 
 The kernel gets this checkout on PYTHONPATH and ``TRACE_LAB_EXECUTOR=eager`` so
 that the CPU suite stays fast (the notebooks say what changes with a compiling
-executor). Outputs are checked for the parts a student must see: the trace
-text, the graph view (its payload or the placeholder naming the missing
-module), the widget model, and the comparison table. The figures the prose quotes
-(issue 18) are checked against the executed notebook's own outputs: each quoted
-number must equal the number the output prints, and each "X is lower than Y" must
-hold there (CPU sizes; the executed copy is kept in the test's tmp_path).
+executor). Each notebook is executed once per session (tests/notebook/teaching_runs.py):
+in the CPU suite that is its Run All in JupyterLab (test_browser_teaching.py), whose
+notebook, saved right after Run All, is checked here; where the session does not run
+that browser test (``-m teaching``, the GPU check with executor ``auto``, no Chromium)
+it is executed headless with nbclient, as ``dev.py lab --headless`` does. Outputs are
+checked for the parts a student must see: the trace text, the graph view (its payload
+or the placeholder naming the missing module), the widget model, and the comparison
+table. The figures the prose quotes (issue 18) are checked against the executed
+notebook's own outputs: each quoted number must equal the number the output prints,
+and each "X is lower than Y" must hold there (CPU sizes; the executed copy is kept in
+the session's tmp dir).
 """
 from __future__ import annotations
 
 import json
-import os
 import re
 from html import unescape
-import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
-from trace_lab.cli import execute_notebook
+from teaching_runs import NOTEBOOK_EXECUTOR, NOTEBOOKS as TEACHING, execute, group
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -35,26 +38,7 @@ def test_the_teaching_notebooks_exist():
 
 # The executor the notebooks' kernels get: ``eager`` in the CPU suite (fast); the GPU check
 # (benchmarks/gpu_check.py) sets TRACE_LAB_NOTEBOOK_EXECUTOR=auto, the project's way (nvFuser or Inductor).
-NOTEBOOK_EXECUTOR = os.environ.get("TRACE_LAB_NOTEBOOK_EXECUTOR", "eager")
-
-
-def execute(path: Path, workdir: Path):
-    nb = nbformat.read(path, as_version=4)
-    # the checkout first, then the caller's PYTHONPATH (on the GPU machine it carries ipykernel and nvFuser)
-    pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=pythonpath, TRACE_LAB_EXECUTOR=NOTEBOOK_EXECUTOR, PYTHONUNBUFFERED="1")
-    old = dict(os.environ)
-    os.environ.update(env)  # the kernel inherits this process's environment
-    try:
-        execute_notebook(nb, workdir, 240)  # as `dev.py lab --headless` executes them
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
-        keep = os.environ.get("TRACE_LAB_KEEP_NOTEBOOKS")  # the GPU check keeps each executed copy
-        if keep:
-            os.makedirs(keep, exist_ok=True)
-            nbformat.write(nb, os.path.join(keep, f"executed_{path.name}"))
-    return nb
+# execute(): nbclient, as `dev.py lab --headless` executes them (teaching_runs.py).
 
 
 def outputs(nb, mime):
@@ -70,14 +54,11 @@ OWN_MODULE = {"06_where_the_time_goes", "07_where_the_bytes_go"}  # tests/notebo
 
 
 @pytest.mark.teaching
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.stem not in OWN_MODULE],
-                         ids=[p.stem for p in NOTEBOOKS if p.stem not in OWN_MODULE])
-def test_notebook_runs_top_to_bottom(path, tmp_path):
-    shutil.copy(path, tmp_path / path.name)
-    nb = execute(tmp_path / path.name, tmp_path)
-    executed = tmp_path / f"executed_{path.name}"
-    nbformat.write(nb, executed)  # kept for reading the figures
-    check_executed_notebook(nb, executed.stat().st_size, path.name)
+@pytest.mark.parametrize("path", [pytest.param(p, marks=group(p.stem), id=p.stem) for p in NOTEBOOKS
+                                  if p.stem not in OWN_MODULE])
+def test_notebook_runs_top_to_bottom(path, teaching):
+    nb, size, how = teaching.executed(path.stem)  # JupyterLab's Run All where this session runs it, else nbclient
+    check_executed_notebook(nb, size, path.name)
     EXTRA_CHECKS.get(path.stem, lambda nb: None)(nb)
 
 
@@ -87,6 +68,8 @@ def test_every_teaching_notebook_is_checked():
     assert own == OWN_MODULE, own
     text = (Path(__file__).parent / "test_notebooks_06_07.py").read_text(encoding="utf-8")
     assert "check_executed_notebook(" in text
+    # and every one is run in JupyterLab by test_browser_teaching.py (whose run the CPU suite checks here)
+    assert set(TEACHING) == {p.stem for p in NOTEBOOKS}, (TEACHING, [p.stem for p in NOTEBOOKS])
 
 
 def check_executed_notebook(nb, size: int, name: str) -> None:
