@@ -52,6 +52,7 @@ def scope_of(nodeid: str) -> str:
     return module
 
 
+@pytest.hookimpl(optionalhook=True)  # `pytest -p no:xdist` (a debugger, one process) has no such hook
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadscope`` (dev.py) with scope_of's scopes: pytest-xdist's own ``loadgroup`` cannot group with
     pytest 9 (it rewrites ``item._nodeid``, which pytest 9's nodeid no longer reads), so a teaching notebook's

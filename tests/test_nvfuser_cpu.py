@@ -116,16 +116,23 @@ def test_wheel_for_another_torch_is_explained():
     assert "built for torch" in why and "this is torch" in why and "undefined symbol" in why
 
 
-def test_views_run_as_reshapes_where_an_executor_may_change_layouts():
+@pytest.mark.parametrize("view", ["view", "_unsafe_view"])
+def test_views_run_as_reshapes_where_an_executor_may_change_layouts(view):
     """nvFuser may return a region's value in another layout than eager's: the nvFuser
-    executor's program runs ``view`` as ``reshape`` (same values, a copy where needed)."""
+    executor's program runs ``view`` (and ``_unsafe_view``, which refuses the same layouts) as ``reshape``
+    (same values, a copy where needed), in its program and in a region's torch steps."""
     from fusion_support import hand_trace
     from trace_lab.executors.eager import interpret
+    from trace_lab.executors.nvfuser_region import torch_target
+
+    op = getattr(torch.ops.aten, view).default
 
     def flat(x):
-        return x.view(-1) * 2
+        return op(x, [-1]) * 2
 
     trace = hand_trace(flat, torch.randn(4, 6))
+    step = next(n for n in trace.ops if n.target is op)
+    assert torch_target(step) is torch.ops.aten.reshape.default
     strided = torch.randn(6, 4).t()  # same shape, a layout view() refuses
     with pytest.raises(RuntimeError, match="view size is not compatible"):
         interpret(trace)([strided])

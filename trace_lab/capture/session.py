@@ -60,9 +60,18 @@ __all__ = ["Program", "ProgramPart", "CaptureSession", "readable_input_name", "c
 # attention is one opaque op on CPU as on CUDA, and its backward is the fused kernel's.
 KEEP_WHOLE = ("_scaled_dot_product_flash_attention_for_cpu",)
 
+# Ops decomposed although core aten keeps them whole, as Inductor's own table does: ``_softmax`` and
+# ``_log_softmax``. Whole, their backward needs their full output, so the partitioner must save it (a
+# Llama layer's float32 attention probabilities, B x H x T x T: 64 MiB a layer at d=1024, T=512, B=4,
+# H=16, the 1.25x peak of issue 27 item 4); decomposed (amax, sub, exp, sum, div), the min-cut
+# partitioner saves the bfloat16 scores and the row statistics and recomputes the rest in the
+# backward, the same tensors torch.compile saves (benchmarks/saved_tensors_probe.py).
+DECOMPOSE_TOO = ("_softmax", "_log_softmax")
+
 
 def capture_decompositions() -> dict:
-    """The decomposition table capture hands to AOTAutograd: core aten, less :data:`KEEP_WHOLE`.
+    """The decomposition table capture hands to AOTAutograd: core aten, less :data:`KEEP_WHOLE`, plus
+    :data:`DECOMPOSE_TOO`.
 
     Built once per process (torch builds core_aten_decompositions() afresh on every call, ~0.15 s,
     which was a third of capturing a one-op function); each caller gets its own copy."""
@@ -71,10 +80,12 @@ def capture_decompositions() -> dict:
 
 @functools.lru_cache(maxsize=1)
 def _capture_decompositions() -> dict:
-    from torch._decomp import core_aten_decompositions
+    from torch._decomp import core_aten_decompositions, get_decompositions
 
-    return {op: fn for op, fn in core_aten_decompositions().items()
-            if getattr(getattr(op, "_overloadpacket", op), "__name__", str(op)) not in KEEP_WHOLE}
+    table = {op: fn for op, fn in core_aten_decompositions().items()
+             if getattr(getattr(op, "_overloadpacket", op), "__name__", str(op)) not in KEEP_WHOLE}
+    table.update(get_decompositions([getattr(torch.ops.aten, name) for name in DECOMPOSE_TOO]))
+    return table
 
 
 @dataclass

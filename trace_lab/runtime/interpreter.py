@@ -17,6 +17,7 @@ from .wait_hook import WAIT, current_hook, hooked_wait
 __all__ = ["interpret"]
 
 _VIEW = torch.ops.aten.view.default
+_STRICT_VIEWS = (_VIEW, torch.ops.aten._unsafe_view.default)  # refuse strides that do not allow the shape
 
 
 def constants_of(trace: Trace) -> dict[fx.Node, object]:
@@ -43,7 +44,7 @@ def interpret(trace: Trace, materialized_regions: bool = True, region_runner=Non
         if n.op == "call_module":
             fn = region_runner(n) if region_runner else _region_callable(trace, n)
         elif n.op == "call_function":
-            fn = torch.ops.aten.reshape.default if views_as_reshape and n.target is _VIEW else n.target
+            fn = torch.ops.aten.reshape.default if views_as_reshape and n.target in _STRICT_VIEWS else n.target
             if n.target is WAIT:
                 fn = hooked_wait(trace, n, fn)
         else:  # call_method
