@@ -65,3 +65,31 @@ def test_an_input_with_other_strides_than_recorded_runs_op_by_op():
     (again,) = region(real)  # decided once: no second check, no second warning
     assert calls == ["eager built"]
     torch.testing.assert_close(again, out)
+
+
+def _flat_double(x):
+    return x.view(-1) * 2
+
+
+def test_the_op_by_op_fallback_reshapes_where_a_view_is_refused():
+    """The fallback exists for inputs laid out otherwise than recorded, which a strict ``view`` may refuse (found on
+    the H100: a region after an nvFuser segment under the memory strategy): it runs views as reshapes."""
+    from trace_lab.runtime.codegen import generate_region
+    from trace_lab.runtime.dtype_guard import dtype_guarded
+
+    x = torch.randn(4, 6)
+    jfn = trace_lab.jit(_flat_double, fusion="dataflow", executor="eager")
+    jfn(x)
+    trace = trace_lab.last_traces(jfn)[-1]
+    node = next(n for n in trace.ops if n.op == "call_module")
+
+    def compiled(*args):
+        raise AssertionError("the region compiled for the recorded layout must not see another one")
+
+    region = dtype_guarded(compiled, trace, node, lambda: generate_region(trace, node))
+    strided = torch.randn(6, 4).t()  # the recorded shape, a layout view() refuses
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        strided.view(-1)
+    with pytest.warns(UserWarning, match="runs op by op"):
+        got = region(strided)
+    torch.testing.assert_close(got if isinstance(got, torch.Tensor) else got[0], _flat_double(strided.contiguous()))

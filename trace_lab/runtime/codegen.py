@@ -351,12 +351,16 @@ def _first_call_checked(trace, region_runner, views_as_reshape, materialized_reg
 
 
 def generate_region(trace: Trace, node: fx.Node):
-    """A fused region run op by op as generated code: ``fn(*inputs)`` -> value or tuple."""
+    """A fused region run op by op as generated code: ``fn(*inputs)`` -> value or tuple.
+
+    Strict views (``view``, ``_unsafe_view``) run as ``reshape``: this is also the fallback for a compiled region
+    handed other layouts than it was compiled for (:mod:`.dtype_guard`), where a view may be refused; where a view
+    is possible, reshape is that view."""
     sub = trace.gm.get_submodule(node.target)
     inner = Trace(sub, "region")
     em = Emitter(inner.name, inner.gm)
     params = [em.local(p) for p in inner.inputs]
-    body = _body(em, inner, None, False, True)
+    body = _body(em, inner, None, True, True)
     out = _output(em, inner)
     multi = isinstance(node.meta.get("val"), (list, tuple))
     body.append(f"return {out}" if multi else f"return {out}[0]")
