@@ -31,7 +31,7 @@ and ``fsdp2+compile`` (the same, then ``torch.compile``), at the same model, bat
 dtype; their rows have iteration time, first step and peak (no wait-stall measurement:
 that needs trace_lab's wait hook).
 
-Targets (issue 6): with sorting on, >= 80% of all-gather time hidden; iteration
+Targets (issue 27; issue 6 asked 80%): with sorting on, >= 90% of all-gather time hidden; iteration
 time >= 10% lower than with sorting off when communication is >= 10% of the
 step. The script prints whether each is met and by how much.
 
@@ -52,6 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
+HIDDEN_TARGET = 0.9  # issue 27: all-gather hidden for zero2+sort and zero3+sort
 DEFAULT_CONFIGS = "zero2,zero2+sort,zero2+sort@7,zero3,zero3+sort,zero3+sort@7,fsdp2,fsdp2+compile"
 PEERS = {"fsdp2": False, "fsdp2+compile": True}  # PyTorch's FSDP2 rows: name -> torch.compile on top
 
@@ -378,8 +379,9 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
         for on in (r for r in rows if r["mode"] == mode and r["sort_waits"]):
             h = on["comm"]["total"]["all_gather_hidden_fraction"]
             if h is not None:
-                verdicts.append(f"{on['config']}: all-gather hidden {_pct(h)} (measured; target >= 80%): "
-                                + ("MET" if h >= 0.8 else "NOT MET") + f" by {100 * (h - 0.8):+.1f} points")
+                verdicts.append(f"{on['config']}: all-gather hidden {_pct(h)} (measured; target >= 90%): "
+                                + ("MET" if h >= HIDDEN_TARGET else "NOT MET")
+                                + f" by {100 * (h - HIDDEN_TARGET):+.1f} points")
             if off:
                 # calibration-free view: with sorting off every wait follows its gather, so that run's stall
                 # is the exposed all-gather time; the share of it sorting removes needs no replayed timings
