@@ -17,19 +17,16 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
+from ..runtime.interpreter import as_reshape
 from .nvfuser_ops import METADATA_OPS, Builder, fusible_reason, table_entry
 
 __all__ = ["Segment", "split_region", "segment_signature", "build_definition", "RegionProgram", "torch_target"]
 
 
-# ops that refuse an input whose strides do not allow the new shape ("view size is not compatible")
-_STRICT_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
-
-
 def torch_target(n: fx.Node):
     """The callable a torch step runs: ``view`` (and ``_unsafe_view``) as ``reshape``, since a value an nvFuser
     segment produced may be laid out differently from eager's (same values)."""
-    return torch.ops.aten.reshape.default if n.target in _STRICT_VIEWS else n.target
+    return as_reshape(n.target)
 
 
 def _is_getitem(n: fx.Node) -> bool:

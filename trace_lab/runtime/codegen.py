@@ -44,14 +44,11 @@ from ..ir.trace import Trace, is_getitem
 from .dtype_guard import dtype_guarded
 from .fast_views import FirstCallChecked, ViewPlan, reinterpret, unread
 from .fast_views import plan as plan_views
-from .interpreter import constants_of
+from .interpreter import as_reshape, constants_of
 from .wait_hook import WAIT, current_hook, hooked_wait
 
 __all__ = ["GeneratedProgram", "Emitter", "compile_function", "generate", "generate_region"]
 
-_VIEW = torch.ops.aten.view.default
-_STRICT_VIEWS = (_VIEW, torch.ops.aten._unsafe_view.default)  # refuse strides that do not allow the shape
-_RESHAPE = torch.ops.aten.reshape.default
 _counter = [0]
 
 
@@ -217,7 +214,7 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
                 fn = generate_region(trace, n)
             callee = em.bind(fn, "r")
         elif n.op == "call_function":
-            target = _RESHAPE if views_as_reshape and n.target in _STRICT_VIEWS else n.target
+            target = as_reshape(n.target) if views_as_reshape else n.target
             fn = hooked_wait(trace, n, target) if n.target is WAIT else _callable_of(target)
             callee = em.bind(fn, "w" if n.target is WAIT else "f")
         else:  # call_method

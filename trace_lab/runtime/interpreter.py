@@ -16,8 +16,14 @@ from .wait_hook import WAIT, current_hook, hooked_wait
 
 __all__ = ["interpret"]
 
-_VIEW = torch.ops.aten.view.default
-_STRICT_VIEWS = (_VIEW, torch.ops.aten._unsafe_view.default)  # refuse strides that do not allow the shape
+# views that refuse strides which do not allow the new shape ("view size is not compatible"); where an executor
+# may lay a value out otherwise than eager, they run as reshape (the same view where one is possible)
+STRICT_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+
+
+def as_reshape(target):
+    """``target``, or ``aten.reshape`` for a strict view (:data:`STRICT_VIEWS`)."""
+    return torch.ops.aten.reshape.default if target in STRICT_VIEWS else target
 
 
 def constants_of(trace: Trace) -> dict[fx.Node, object]:
@@ -44,7 +50,7 @@ def interpret(trace: Trace, materialized_regions: bool = True, region_runner=Non
         if n.op == "call_module":
             fn = region_runner(n) if region_runner else _region_callable(trace, n)
         elif n.op == "call_function":
-            fn = torch.ops.aten.reshape.default if views_as_reshape and n.target in _STRICT_VIEWS else n.target
+            fn = as_reshape(n.target) if views_as_reshape else n.target
             if n.target is WAIT:
                 fn = hooked_wait(trace, n, fn)
         else:  # call_method
