@@ -31,18 +31,26 @@ class FusionCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def __contains__(self, signature: str) -> bool:
+        """Would a lookup of ``signature`` hit? (counts nothing)"""
+        return self.enabled and signature in self._entries
+
     def get_or_compile(self, signature: str, compile_fn):
         """(compiled, hit, seconds spent compiling) for a region with this signature."""
-        if self.enabled and signature in self._entries:
+        if signature in self:
             self._entries.move_to_end(signature)
             self.hits += 1
             return self._entries[signature], True, 0.0
         started = time.perf_counter()
         compiled = compile_fn()
         seconds = time.perf_counter() - started
+        self.put(signature, compiled)
+        return compiled, False, seconds
+
+    def put(self, signature: str, compiled) -> None:
+        """Count a miss and keep ``compiled`` (compiled elsewhere, e.g. on a compile pool's thread)."""
         self.misses += 1
         if self.enabled:
             self._entries[signature] = compiled
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
-        return compiled, False, seconds

@@ -34,6 +34,7 @@ the one place that says it (see the table there).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 
@@ -47,6 +48,7 @@ from ..ir.trace import Trace, is_getitem, tensor_values
 from .interface import CompiledProgram, Executor, register
 from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_fuse, inductor_fuse_reason  # noqa: F401 - the table, re-exported
 from ..runtime import generate
+from .compile_pool import THREADS, compile_all
 from .fusion_cache import FusionCache, region_signature, signature_hash
 from .workspace import example_tensor as _example
 from .workspace import compiled_region, measure_workspace
@@ -99,7 +101,92 @@ def _wrapper_is_identity(meta, n_outputs: int) -> bool:
         return False
 
 
-def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: bool = False):
+def compile_settings(disable_inductor_caches: bool = False):
+    """The configuration every region compiles under (a context). :func:`compile_region` enters it; with regions
+    compiled side by side the executor also enters it around the pool: torch's configuration patches are
+    per thread in newer releases (then each job's own counts) and process-wide in older ones (then the pool's
+    holds throughout, and a job's enter/exit, interleaved with another's at a kernel wait, restores the same values).
+
+    Inductor's per-call size asserts are off (``size_asserts``): the first call's layout check
+    (:mod:`trace_lab.runtime.dtype_guard`) does that job once. AOTAutograd's own cache is off so that
+    ``compile_fx_inner`` always runs (Inductor's FX graph cache still serves it unless ``disable_inductor_caches``)."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    patches = {"size_asserts": False}
+    if disable_inductor_caches:
+        patches.update({"force_disable_caches": True, "fx_graph_cache": False, "autotune_local_cache": False,
+                        "autotune_remote_cache": False, "fx_graph_remote_cache": False})
+    stack = contextlib.ExitStack()
+    stack.enter_context(inductor_config.patch(patches))
+    stack.enter_context(functorch_config.patch(enable_autograd_cache=False))
+    return stack
+
+
+@contextlib.contextmanager
+def kernel_waits_release(lock):
+    """While concurrent region compiles run (:func:`.compile_pool.compile_all`): Inductor's wait for the kernels
+    it compiles in its worker processes (``AsyncCompile._wait_futures``) lets the pool's ``lock`` go, so that
+    another region's lowering and code generation run meanwhile; nothing else interleaves.
+
+    Contexts Inductor holds across that wait and that save and restore a process-wide flag (or, in older
+    torch releases, a configuration patch) are entered here first with the value Inductor sets, so that two
+    compiles' enter/exit in either order leave it as it was
+    (lazy graph modules, preserving node meta, effect-token unlifting, compiled autograd off). A torch without
+    ``_wait_futures`` compiles the regions one after another (each on its own thread)."""
+    from torch._inductor import async_compile
+
+    original = getattr(async_compile.AsyncCompile, "_wait_futures", None)
+    if original is None:
+        yield
+        return
+
+    def _wait_futures(self, scope):
+        with lock.released():
+            return original(self, scope)
+
+    with contextlib.ExitStack() as stack:
+        for enter in _process_wide_contexts():
+            stack.enter_context(enter())
+        async_compile.AsyncCompile._wait_futures = _wait_futures
+        try:
+            yield
+        finally:
+            async_compile.AsyncCompile._wait_futures = original
+
+
+def _process_wide_contexts():
+    """Inductor's contexts around a compile that set a process-wide flag, as it enters them (those this torch has)."""
+    import torch._dynamo.config as dynamo_config
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+    import torch.fx.traceback as fx_traceback
+
+    found = []
+    try:
+        from torch.fx._lazy_graph_module import _use_lazy_graph_module
+
+        found.append(lambda: _use_lazy_graph_module(dynamo_config.use_lazy_graph_module))
+    except ImportError:
+        pass
+    level = getattr(getattr(inductor_config, "trace", None), "provenance_tracking_level", None)
+    found.append(lambda: fx_traceback.preserve_node_meta(level == 1) if level is not None
+                 else fx_traceback.preserve_node_meta())
+    flags = {"unlift_effect_tokens": True}
+    if hasattr(inductor_config, "selective_decompose") and hasattr(functorch_config, "selective_decompose"):
+        flags["selective_decompose"] = inductor_config.selective_decompose
+    found.append(lambda: functorch_config.patch(**flags))
+    try:
+        from torch._dynamo import compiled_autograd
+
+        if hasattr(compiled_autograd, "_disable"):
+            found.append(compiled_autograd._disable)
+    except ImportError:
+        pass
+    return found
+
+
+def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: bool = False, settings: bool = True):
     """Compile one region's GraphModule with Inductor; returns ``fn(*inputs) -> tuple`` of its outputs.
 
     The region is compiled through ``torch._inductor.compile_fx.compile_fx`` (AOTAutograd's
@@ -108,23 +195,13 @@ def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: boo
     and AOTAutograd's view/mutation metadata. Where that metadata says the inference wrapper
     would pass the outputs through unchanged (regions hold no mutating ops: :func:`inductor_can_fuse`),
     the returned function calls Inductor's generated code directly (:func:`_direct_call`), which is all a
-    call then costs; otherwise it calls AOTAutograd's callable as before. AOTAutograd's own cache
-    is off during the compile so that ``compile_fx_inner`` always runs (Inductor's FX graph cache
-    still serves it unless ``disable_inductor_caches``). Inductor's per-call size asserts are off
-    (``size_asserts``): the first call's layout check (:mod:`trace_lab.runtime.dtype_guard`) does that job once.
+    call then costs; otherwise it calls AOTAutograd's callable as before. It compiles under
+    :func:`compile_settings` (entered here unless ``settings=False``).
     """
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
     from torch._guards import TracingContext, tracing
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-    # no per-call size/stride asserts in the generated code: the region's first call checks every input's
-    # layout against the recorded one (runtime.dtype_guard), later calls would repeat it per input (~1 us each)
-    patches = {"size_asserts": False}
-    if disable_inductor_caches:
-        patches.update({"force_disable_caches": True, "fx_graph_cache": False, "autotune_local_cache": False,
-                        "autotune_remote_cache": False, "fx_graph_remote_cache": False})
     inner_calls = []
 
     def inner_compile(gm, example_inputs, *args, **kwargs):
@@ -136,8 +213,8 @@ def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: boo
 
     # The executor is called from inside the capture's AOTAutograd compile (its fake mode and
     # tracing context are active); a region is a separate program, compiled in a clean context.
-    with unset_fake_temporarily(), tracing(None), inductor_config.patch(patches), \
-            functorch_config.patch(enable_autograd_cache=False):
+    with unset_fake_temporarily(), tracing(None), \
+            (compile_settings(disable_inductor_caches) if settings else contextlib.nullcontext()):
         gm = copy.deepcopy(sub)
         examples = [_example(v) for v in input_vals]
         aot_fn = compile_fx(gm, examples, inner_compile=inner_compile)
@@ -183,15 +260,37 @@ class InductorExecutor(Executor):
         codes: dict[str, object] = {}
         rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
         region_nodes = [n for n in trace.ops if n.op == "call_module"]
-        for done, node in enumerate(region_nodes):
-            self.report_region(done, len(region_nodes), str(node.target))
+        jobs = []  # (node, region GraphModule, input values, plan, signature), in trace order
+        for node in region_nodes:
             sub = trace.gm.get_submodule(node.target)
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             plan = plan_record(node)
-            signature = plan.signature or region_signature(sub, input_vals)
+            jobs.append((node, sub, input_vals, plan, plan.signature or region_signature(sub, input_vals)))
+        # every distinct region the cache lacks (every region with the cache off) compiles at once (compile_pool)
+        pending = {}
+        for i, (node, sub, input_vals, _plan, signature) in enumerate(jobs):
+            key = signature if self.fusion_cache else i
+            if key not in pending and signature not in self.cache:
+                pending[key] = (sub, input_vals)
+        disable_caches = not self.fusion_cache
+        if pending:
+            self.report_region(0, len(pending))
+        with compile_settings(disable_caches):
+            fresh = compile_all(pending, lambda job: compile_region(*job, disable_inductor_caches=disable_caches),
+                                device=trace.device, releasing=kernel_waits_release,
+                                on_done=lambda done, total, _key: self.report_region(done, total))  # no "next" name: they run at once
+        for i, (node, sub, input_vals, plan, signature) in enumerate(jobs):
+            done = fresh.pop(signature if self.fusion_cache else i, None)
             try:
-                fn, hit, seconds = self.cache.get_or_compile(
-                    signature, lambda: compile_region(sub, input_vals, disable_inductor_caches=not self.fusion_cache))
+                if done is not None:
+                    fn, seconds = done
+                    if isinstance(fn, Exception):
+                        raise fn
+                    self.cache.put(signature, fn)
+                    hit = False
+                else:  # a cache hit (or a region the cache let go of since: compiled now)
+                    fn, hit, seconds = self.cache.get_or_compile(
+                        signature, lambda: compile_region(sub, input_vals, disable_inductor_caches=disable_caches))
             except Exception as e:  # noqa: BLE001 - said plainly, cause attached
                 ops = plan.ops
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -218,6 +317,9 @@ class InductorExecutor(Executor):
             hits = sum(r.cache_hit for r in rows)
             notes.append(f"{len(rows)} regions, {len({r.signature for r in rows})} unique signatures, "
                          f"{hits} cache hits" + ("" if self.fusion_cache else " (fusion cache off, Inductor caches off)"))
+            if len(pending) > 1 and THREADS > 1:
+                notes.append(f"{len(pending)} regions compiled at once on {min(THREADS, len(pending))} threads: "
+                             "each region's compile seconds overlap the others'")
             notes.extend(_workspace_notes(rows))
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
                                source=program.source, regions=records, notes=notes, generated=program,

@@ -96,7 +96,7 @@ def measure_workspace(fn, input_vals, rounding: int) -> tuple:
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
         warm = fn(*args)  # warm-up: lazy initialisation, autotuning, first-call allocations
         del warm
-        outs, peak, _method = measure_peak(lambda boxed: fn(*boxed), args, device)
+        outs, peak, _method = measure_peak(lambda boxed: fn(*boxed), args, device, collect=False)
         outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         layout = output_layout(outs, args)
         if peak is None:
