@@ -41,6 +41,16 @@ def predict(fn, *args, **kwargs):
     return _predict(fn, *args, **kwargs)
 
 
+def explain_peak(fn, *args, **options):
+    """Run ``fn(*args)`` as :func:`inspect` does, break one part's peak down (the buffers alive on its peak line, by
+    kind and source line) and price the remedies on the meta device; ``.try_remedy(name)`` reruns with one and
+    measures its saving beside the prediction (:mod:`trace_lab.lab.peak`). ``Report.explain_peak()`` gives the
+    breakdown of a run already inspected."""
+    from .lab.peak import explain_peak as _explain_peak
+
+    return _explain_peak(fn, *args, **options)
+
+
 def saved_for_backward(jfn):
     """The tensors each forward keeps for its own backward: name, shape, dtype, bytes, op, source line, who
     holds it, whether it is cheap to recompute (:mod:`trace_lab.analysis.saved`); ``str()`` is a table. Call

@@ -63,7 +63,7 @@ from .storage import CUDA_ROUNDING, tensor_bytes
 # alias_sources, region_output_bytes, region_workspace, output_buffer_bytes: re-exported from .buffers
 __all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "alias_sources", "CUDA_ROUNDING",
            "region_workspace", "output_buffer_bytes", "region_output_bytes", "region_inner_peak",
-           "line_transient", "cache_key"]
+           "line_transient", "cache_key", "LineState", "line_state"]
 
 
 @dataclass
@@ -163,7 +163,32 @@ def cache_key(trace) -> int:
     return -1 if table is None else table.version
 
 
+@dataclass
+class LineState:
+    """What is in memory while one line runs (:func:`line_state`): every buffer alive then (inputs' and constants'
+    buffers first, ``entry`` of them), its bytes, the values that refer to it and the line that made it (None for
+    an input's), and the line's own transient bytes (workspace, scratch)."""
+
+    index: int
+    node: fx.Node
+    buffers: dict[int, int]  # buffer id -> bytes, alive during the line
+    holders: dict[int, list]  # buffer id -> values (fx nodes) referring to it then
+    made_by: dict[int, fx.Node | None]  # buffer id -> the line that allocated it (None: an input's or constant's)
+    entry: frozenset  # the buffer ids of the program's inputs and constants
+    transient: int
+    high_water: int
+
+
 def compute_liveness(trace, materialized_regions: bool = False, rounding: int | None = None) -> Liveness:
+    return _walk(trace, materialized_regions, rounding)
+
+
+def line_state(trace, index: int, materialized_regions: bool = False, rounding: int | None = None) -> LineState:
+    """The buffers alive while line ``index`` of ``trace`` runs (the same walk as :func:`compute_liveness`)."""
+    return _walk(trace, materialized_regions, rounding, at_line=index)
+
+
+def _walk(trace, materialized_regions: bool, rounding: int | None, at_line: int | None = None):
     gm = trace.gm
     if rounding is None:
         rounding = default_rounding(trace)
@@ -205,6 +230,11 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
     name_of = trace.name
     scratch = getattr(trace, "op_scratch", None)  # the run stage's measured op scratch (records)
 
+    # line_state only: the buffers alive (the inputs' and constants' first) and the line that made each
+    made_by: dict[int, fx.Node] = {bid: n for n, bids in buf.created.items() for bid in bids} if at_line is not None else {}
+    alive = {bid for bid in range(len(buffers)) if bid not in made_by} if at_line is not None else None
+    entry_ids = frozenset(alive or ())
+
     def release(value: fx.Node) -> int:
         freed = 0
         for bid in value_buffers.pop(value, []):
@@ -213,6 +243,8 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
             refs[bid] -= 1
             if refs[bid] == 0 and bid not in pinned:
                 freed += buffers[bid]
+                if alive is not None:
+                    alive.discard(bid)
         return freed
 
     for n in nodes:
@@ -226,6 +258,11 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
         workspace = line_transient(n, rounding, materialized_regions, allocated, buf.record(n), scratch)
         high_water = live + allocated + workspace
         live += allocated
+        if alive is not None:
+            alive.update(buf.created[n])
+            if len(lines) == at_line:
+                return _state(at_line, n, buffers, alive, value_buffers, bids, made_by, entry_ids, workspace,
+                              high_water)
 
         # hand each element to its getitem user; a multi-output node itself holds nothing
         dead_names: list[str] = []
@@ -243,6 +280,8 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
                     refs[slot] -= 1
                     if refs[slot] == 0 and slot not in pinned:
                         freed += buffers[slot]
+                        if alive is not None:
+                            alive.discard(slot)
             produced = [g for g in getitems.values()]
         else:
             value_buffers[n] = bids
@@ -265,7 +304,23 @@ def compute_liveness(trace, materialized_regions: bool = False, rounding: int | 
                                 bound_note(n, scratch) if n.op == "call_function" else ""))
         if high_water > peak:
             peak, peak_index = high_water, len(lines) - 1
+    if at_line is not None:
+        raise IndexError(f"line {at_line} is past the program's {len(lines)} lines")
     return Liveness(lines, entry, peak, peak_index, live, rounding)
+
+
+def _state(index, node, buffers, alive, value_buffers, line_slots, made_by, entry_ids, transient, high_water):
+    holders: dict[int, list] = {bid: [] for bid in alive}
+    for value, bids in value_buffers.items():
+        for bid in bids:
+            if bid in holders:
+                holders[bid].append(value)
+    for bid in line_slots:  # the line's own outputs (a multi-output op's are held by its getitems, or no one)
+        if bid in holders and not holders[bid]:
+            holders[bid].append(node)
+    ordered = sorted(alive)
+    return LineState(index, node, {b: buffers[b] for b in ordered}, {b: holders[b] for b in ordered},
+                     {b: made_by.get(b) for b in ordered}, entry_ids, transient, high_water)
 
 
 use_memory_model(compute_liveness, cache_key)  # Trace.liveness asks this model (the IR imports nothing above it)

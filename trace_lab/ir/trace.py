@@ -30,7 +30,7 @@ import torch.fx as fx
 
 from .fx_util import is_getitem, node_device, tensor_values
 
-__all__ = ["Trace", "use_memory_model", "is_getitem", "tensor_values", "node_device"]  # the helpers live in fx_util
+__all__ = ["Trace", "use_memory_model", "is_getitem", "tensor_values", "node_device", "input_kind"]  # the helpers live in fx_util
 
 _NO_REGIONS = MappingProxyType({})
 _MEMORY_MODEL: dict = {}  # "price": Trace -> Liveness, "key": Trace -> cache key (analysis.liveness registers)
@@ -231,3 +231,22 @@ class Trace:
 
     def __repr__(self) -> str:
         return f"<Trace {self.kind} '{self.stage}': {len(self.ops)} ops>"
+
+
+def input_kind(trace: "Trace", node: fx.Node) -> str:
+    """'input', 'parameter', 'tangent', 'saved' (backward input from the forward) or 'constant'."""
+    if node.op == "get_attr":
+        return "constant"
+    desc = str(node.meta.get("desc", ""))
+    name = trace.name(node)
+    if "Tangent" in desc or name.startswith("tangent"):
+        return "tangent"
+    if "Param" in desc or "Buffer" in desc:
+        return "parameter"
+    if trace.kind == "backward" and "desc" not in node.meta and node.meta.get("partitioner_tag") == "is_forward":
+        return "saved"
+    tm = node.meta.get("tensor_meta")
+    val = node.meta.get("val")
+    if getattr(tm, "requires_grad", False) or getattr(val, "requires_grad", False):
+        return "parameter"
+    return "input"

@@ -16,7 +16,7 @@ import torch
 import torch.fx as fx
 
 from ..ir.printer import target_name, type_comment
-from ..ir.trace import Trace, is_getitem, tensor_values
+from ..ir.trace import Trace, input_kind, is_getitem, tensor_values  # noqa: F401 - input_kind re-exported
 
 DEFAULT_MAX_NODES = 300
 REGION_COLORS = ["#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa", "#a5f3fc", "#d9f99d"]
@@ -86,25 +86,6 @@ def _op_name(node: fx.Node) -> str:
 def _nbytes(val) -> int:
     """Logical size of a value (numel x itemsize): what an edge carries, views included."""
     return sum(t.numel() * t.element_size() for t in tensor_values(val) if t is not None)
-
-
-def input_kind(trace: Trace, node: fx.Node) -> str:
-    """'input', 'parameter', 'tangent', 'saved' (backward input from the forward) or 'constant'."""
-    if node.op == "get_attr":
-        return "constant"
-    desc = str(node.meta.get("desc", ""))
-    name = trace.name(node)
-    if "Tangent" in desc or name.startswith("tangent"):
-        return "tangent"
-    if "Param" in desc or "Buffer" in desc:
-        return "parameter"
-    if trace.kind == "backward" and "desc" not in node.meta and node.meta.get("partitioner_tag") == "is_forward":
-        return "saved"
-    tm = node.meta.get("tensor_meta")
-    val = node.meta.get("val")
-    if getattr(tm, "requires_grad", False) or getattr(val, "requires_grad", False):
-        return "parameter"
-    return "input"
 
 
 def is_recomputed(trace: Trace, node: fx.Node) -> bool:

@@ -229,6 +229,30 @@ class Report:
                 return m["measured_peak_above_inputs_bytes"]
         return None
 
+    def explain_peak(self, kind: str | None = None, program: int = -1):
+        """What makes the peak of one part (``kind`` None: the part, forward or backward, with the higher measured
+        peak above its inputs): the buffers alive on its peak line by kind and source line, adding up to the
+        predicted peak (:class:`trace_lab.analysis.peak.PeakBreakdown`). ``trace_lab.explain_peak(fn, *args)``
+        adds the remedies, priced and tried."""
+        from ..analysis.peak import peak_breakdown
+        from ..errors import TraceLabError
+
+        if self.compilations is None:
+            raise TraceLabError("explain_peak needs the run's live programs: a report loaded from JSON (or sent back "
+                                "by a --nproc worker) has only their printed lines")
+        if kind is None:
+            kinds = [k for k in ("forward", "backward") if self.traces(k, program)]
+            kind = max(kinds, key=lambda k: (self.measured_peak(k, program) or 0, self.predicted_peak(k, program) or 0))
+        traces = self.traces(kind, program)
+        if not traces:
+            raise TraceLabError(f"explain_peak: program {program} has no {kind} part (a backward needs an output "
+                                "that requires grad)")
+        backward = self.traces("backward", program) if kind != "backward" else []
+        saved = sum(1 for n in backward[-1].inputs if not n.name.startswith("tangent")) if backward else None
+        index = sorted(p.index for p in program_records(self.compilations))[program]
+        return peak_breakdown(traces[-1], materializes_regions(self.compilation(kind, index)), saved=saved,
+                              program=index)
+
     @property
     def ok(self) -> bool:
         return self.comparison is None or self.comparison["ok"]

@@ -1,0 +1,156 @@
+"""The peak explainer (issue 28 item 2): what makes a program's peak, which remedies apply with their predicted
+savings, and a call that reruns with one and measures the saving beside the prediction.
+
+``trace_lab.explain_peak(fn, *args, **options)``:
+
+1. runs ``trace_lab.inspect(fn, *args, runs=0, **options)``: the program as asked, checked against eager and
+   measured;
+2. breaks the peak of one part down (:mod:`trace_lab.analysis.peak`; default: the part, forward or backward,
+   whose measured peak above its inputs is higher): the buffers alive on the peak line by kind and source line;
+3. prices remedies without running them: every other fusion strategy (``memory`` reorders for the lowest peak;
+   the others fuse otherwise), predicted on the meta device by :func:`trace_lab.predict` with the same executor
+   and the run's allocator. A remedy's predicted saving is the prediction of the current options minus the
+   remedy's, for that part: both figures come from the same model, so their difference is the saving;
+4. :meth:`PeakExplanation.try_remedy` reruns with a remedy's options and measures: ``measured_saving`` (the
+   run's measured peak minus the remedy run's) stands beside ``predicted_saving``.
+
+Remedies not priced yet (said in the explanation's notes): recomputing a saved activation, checkpointing a
+block, sharding with FSDP.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..analysis.peak import PeakBreakdown
+from ..errors import TraceLabError
+
+__all__ = ["Remedy", "PeakExplanation", "explain_peak"]
+
+
+@dataclass
+class Remedy:
+    name: str
+    options: dict  # what changes (passed to trace_lab.inspect over the run's own options)
+    why: str
+    predicted_saving: int  # bytes, for the explained part (negative: it would cost memory)
+    measured_saving: int | None = None  # after try_remedy
+    measured_peak: int | None = None
+    ok: bool | None = None  # the remedy's run matched eager
+
+    def to_dict(self) -> dict:
+        return dict(vars(self))
+
+
+@dataclass
+class PeakExplanation:
+    breakdown: PeakBreakdown
+    measured_peak: int | None
+    remedies: list[Remedy] = field(default_factory=list)  # predicted to save bytes, largest first
+    considered: list[Remedy] = field(default_factory=list)  # every remedy priced
+    notes: list[str] = field(default_factory=list)
+    report: object = None  # the run explained (trace_lab.report.Report)
+    _rerun: object = None  # options -> Report
+    _position: int = -1  # the explained program's position among the run's programs (Report's indexing)
+
+    def remedy(self, name: str) -> Remedy:
+        for r in self.considered:
+            if r.name == name:
+                return r
+        raise TraceLabError(f"explain_peak: no remedy {name!r}; priced: {', '.join(r.name for r in self.considered)}")
+
+    def try_remedy(self, name: str) -> Remedy:
+        """Rerun with remedy ``name``'s options, measure the explained part's peak; the remedy, with
+        ``measured_saving`` filled in beside ``predicted_saving``."""
+        remedy = self.remedy(name)
+        report = self._rerun(remedy.options)
+        b = self.breakdown
+        if report.traces(b.kind, self._position) and len(report.programs) != len(self.report.programs):
+            raise TraceLabError(f"{name} split the run into {len(report.programs)} programs (was "
+                                f"{len(self.report.programs)}): its peak is not comparable part for part")
+        remedy.measured_peak = report.measured_peak(b.kind, self._position)
+        remedy.ok = report.ok
+        if remedy.measured_peak is not None and self.measured_peak is not None:
+            remedy.measured_saving = self.measured_peak - remedy.measured_peak
+        return remedy
+
+    def to_dict(self) -> dict:
+        return {"breakdown": self.breakdown.to_dict(), "measured_peak": self.measured_peak,
+                "remedies": [r.to_dict() for r in self.remedies], "considered": [r.to_dict() for r in self.considered],
+                "notes": list(self.notes)}
+
+    def __str__(self) -> str:
+        from ..ir.printer import format_bytes
+
+        lines = [str(self.breakdown)]
+        if self.measured_peak is not None:
+            lines.append(f"  measured: {format_bytes(self.measured_peak)} above inputs")
+        if self.remedies:
+            lines.append("remedies (predicted saving on this part; try_remedy(name) measures it):")
+        for r in self.remedies:
+            measured = "" if r.measured_saving is None else f", measured {format_bytes(r.measured_saving)}"
+            lines.append(f"  {r.name}: {format_bytes(r.predicted_saving)}{measured}  ({r.why})")
+        if not self.remedies:
+            lines.append("no priced remedy is predicted to lower this peak")
+        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(str(self))
+
+
+def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=None, kwargs=None,
+                 **options) -> PeakExplanation:
+    """Run ``fn(*args)`` as trace_lab.inspect would (``options`` as there), explain one part's peak and price the
+    remedies (module docstring)."""
+    from ..options import FUSION_STRATEGIES
+    from ..run.predict import predict
+    from .inspection import inspect
+
+    options = {k: v for k, v in options.items() if k != "runs"}
+
+    def rerun(changes: dict):
+        return inspect(fn, *args, loss=loss, kwargs=kwargs, **{**options, **changes, "runs": 0})
+
+    report = rerun({})
+    breakdown = report.explain_peak(kind, program)
+    measured = report.measured_peak(breakdown.kind, program)
+    current = _resolved(report, breakdown.kind, breakdown.program)
+    device = "cuda" if report.device.startswith("cuda") else "cpu"
+    strategies = [s for s in FUSION_STRATEGIES if s != "auto"]
+    predicted = predict(fn, *args, strategies=strategies, device=device, executor=current["executor"],
+                                  loss=loss, kwargs=kwargs)
+    part_index = breakdown.program
+    base = _peak_of(predicted, current["fusion"], breakdown.kind, part_index)
+    explanation = PeakExplanation(breakdown, measured, report=report, _rerun=rerun, _position=program, notes=[
+        "remedies priced so far: the other fusion strategies (predicted on the meta device with this run's executor "
+        "and allocator); recomputing a saved activation, checkpointing a block and FSDP are not priced yet"])
+    if base is None:
+        explanation.notes.append(f"the meta-device prediction has no {breakdown.kind} #{part_index} for "
+                                 f"{current['fusion']}: no remedy priced")
+        return explanation
+    for s in strategies:
+        if s == current["fusion"]:
+            continue
+        other = _peak_of(predicted, s, breakdown.kind, part_index)
+        if other is None:
+            continue
+        why = ("reorders the program for the lowest predicted peak" if s == "memory"
+               else f"the {s} strategy's regions and order")
+        explanation.considered.append(Remedy(f"fusion={s}", {"fusion": s, "executor": current["executor"]}, why,
+                                             base - other))
+    explanation.remedies = sorted((r for r in explanation.considered if r.predicted_saving > 0),
+                                  key=lambda r: -r.predicted_saving)
+    return explanation
+
+
+def _resolved(report, kind: str, program: int) -> dict:
+    """The fusion strategy and executor the run actually used for that part (``auto`` resolved)."""
+    record = report.compilation(kind, program)
+    return {"fusion": getattr(record, "fusion", None) or report.options.get("fusion"),
+            "executor": getattr(record, "executor", None) or report.options.get("executor")}
+
+
+def _peak_of(prediction, strategy: str, kind: str, program: int) -> int | None:
+    try:
+        return prediction.peak(strategy, kind, program)
+    except KeyError:
+        return None
