@@ -57,8 +57,11 @@ def test_every_remedy_measures_the_saving_it_predicted():
     fn, args = workloads.get("llama2").make("cpu", "small")
     e = trace_lab.explain_peak(fn, *args, fusion="dataflow", executor="inductor", kind="forward")
     assert e.breakdown.kind == "forward" and e.measured_peak is not None
-    assert {r.name for r in e.considered} == {"fusion=none", "fusion=horizontal", "fusion=memory"}
+    assert {r.name for r in e.considered} == {"fusion=none", "fusion=horizontal", "fusion=memory", "checkpoint blocks"}
     assert all(r.predicted_saving > 0 for r in e.remedies)
+    # the forward saves every block's activations: checkpointing both blocks is the largest predicted saving
+    assert e.remedies[0].name == "checkpoint blocks" and "the 2 blocks of layers" in e.remedies[0].why
+    assert not any(type(m).__name__ == "_Checkpointed" for m in fn.modules())  # the user's module is untouched
     for r in e.considered:
         e.try_remedy(r.name)
         assert r.ok, r.name  # the remedy's run matches eager (outputs and gradients)
@@ -67,6 +70,13 @@ def test_every_remedy_measures_the_saving_it_predicted():
     assert "try_remedy(name) measures it" in str(e)
     with pytest.raises(trace_lab.TraceLabError, match=r"no remedy 'fusion=bogus'; priced: fusion=none"):
         e.try_remedy("fusion=bogus")
+
+
+def test_a_function_without_repeated_blocks_gets_no_checkpoint_remedy():
+    e = trace_lab.explain_peak(_two_temporaries, torch.randn(64, requires_grad=True), fusion="dataflow",
+                               executor="eager")
+    assert "checkpoint blocks" not in {r.name for r in e.considered}
+    assert {r.name for r in e.considered} == {"fusion=none", "fusion=horizontal", "fusion=memory"}
 
 
 def test_a_report_loaded_from_json_says_why_it_cannot_explain(tmp_path):
@@ -81,7 +91,7 @@ def test_a_report_loaded_from_json_says_why_it_cannot_explain(tmp_path):
 def test_on_cuda_the_breakdown_and_the_memory_remedy_hold():
     """On CUDA the allocator rounds to 512 B and Inductor's kernels run: the breakdown still adds up to the model's
     peak, the measured peak is within the GPU workloads' tolerance (1% + 4 KiB), and the memory strategy's predicted
-    saving (meta device, CUDA rounding) is within twice that of the measured one."""
+    saving and checkpointing's (meta device, CUDA rounding) are within twice that of the measured ones."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device (run on the GPU machine)")
     torch.manual_seed(0)
@@ -91,6 +101,8 @@ def test_on_cuda_the_breakdown_and_the_memory_remedy_hold():
     assert e.report.ok and b.counted() == b.peak_above_inputs == e.report.predicted_peak("forward")
     assert abs(e.measured_peak - b.peak_above_inputs) <= 0.01 * b.peak_above_inputs + 4096
     assert b.by_kind().get("saved for backward", 0) > 0
-    r = e.try_remedy("fusion=memory")
-    assert r.ok
-    assert abs(r.measured_saving - r.predicted_saving) <= 2 * (0.01 * b.peak_above_inputs + 4096), vars(r)
+    for name in ("fusion=memory", "checkpoint blocks"):
+        r = e.try_remedy(name)
+        assert r.ok, name
+        assert abs(r.measured_saving - r.predicted_saving) <= 2 * (0.01 * b.peak_above_inputs + 4096), r.to_dict()
+    assert e.remedy("checkpoint blocks").measured_saving > 0

@@ -11,15 +11,22 @@ savings, and a call that reruns with one and measures the saving beside the pred
    the others fuse otherwise), predicted on the meta device by :func:`trace_lab.predict` with the same executor
    and the run's allocator. A remedy's predicted saving is the prediction of the current options minus the
    remedy's, for that part: both figures come from the same model, so their difference is the saving;
+   For an ``nn.Module`` with repeated blocks (the longest ``ModuleList``/``Sequential`` of two or more modules of one
+   class) one more remedy is priced the same way: ``checkpoint blocks``, a copy of the module whose blocks each run
+   under ``torch.utils.checkpoint`` (non-reentrant): the forward keeps only each block's input and the backward
+   recomputes the rest. The copy shares nothing with the user's module (its rerun holds a second set of weights
+   while it runs);
 4. :meth:`PeakExplanation.try_remedy` reruns with a remedy's options and measures: ``measured_saving`` (the
    run's measured peak minus the remedy run's) stands beside ``predicted_saving``.
 
-Remedies not priced yet (said in the explanation's notes): recomputing a saved activation, checkpointing a
-block, sharding with FSDP.
+Remedies not priced yet (said in the explanation's notes): recomputing one saved activation, sharding with FSDP.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
+
+import torch
 
 from ..analysis.peak import PeakBreakdown
 from ..errors import TraceLabError
@@ -36,9 +43,10 @@ class Remedy:
     measured_saving: int | None = None  # after try_remedy
     measured_peak: int | None = None
     ok: bool | None = None  # the remedy's run matched eager
+    fn: object = None  # the program the remedy runs instead of the user's (None: the same, other options)
 
     def to_dict(self) -> dict:
-        return dict(vars(self))
+        return {k: v for k, v in vars(self).items() if k != "fn"}
 
 
 @dataclass
@@ -62,7 +70,7 @@ class PeakExplanation:
         """Rerun with remedy ``name``'s options, measure the explained part's peak; the remedy, with
         ``measured_saving`` filled in beside ``predicted_saving``."""
         remedy = self.remedy(name)
-        report = self._rerun(remedy.options)
+        report = self._rerun(remedy.options, remedy.fn)
         b = self.breakdown
         if report.traces(b.kind, self._position) and len(report.programs) != len(self.report.programs):
             raise TraceLabError(f"{name} split the run into {len(report.programs)} programs (was "
@@ -107,8 +115,9 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
 
     options = {k: v for k, v in options.items() if k != "runs"}
 
-    def rerun(changes: dict):
-        return inspect(fn, *args, loss=loss, kwargs=kwargs, **{**options, **changes, "runs": 0})
+    def rerun(changes: dict, other=None):
+        return inspect(fn if other is None else other, *args, loss=loss, kwargs=kwargs,
+                       **{**options, **changes, "runs": 0})
 
     report = rerun({})
     breakdown = report.explain_peak(kind, program)
@@ -121,8 +130,8 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
     part_index = breakdown.program
     base = _peak_of(predicted, current["fusion"], breakdown.kind, part_index)
     explanation = PeakExplanation(breakdown, measured, report=report, _rerun=rerun, _position=program, notes=[
-        "remedies priced so far: the other fusion strategies (predicted on the meta device with this run's executor "
-        "and allocator); recomputing a saved activation, checkpointing a block and FSDP are not priced yet"])
+        "remedies priced so far: the other fusion strategies and checkpointing repeated blocks (predicted on the meta "
+        "device with this run's executor and allocator); recomputing one saved activation and FSDP are not priced yet"])
     if base is None:
         explanation.notes.append(f"the meta-device prediction has no {breakdown.kind} #{part_index} for "
                                  f"{current['fusion']}: no remedy priced")
@@ -137,6 +146,17 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
                else f"the {s} strategy's regions and order")
         explanation.considered.append(Remedy(f"fusion={s}", {"fusion": s, "executor": current["executor"]}, why,
                                              base - other))
+    blocks = _checkpointed(fn)
+    if blocks is not None:
+        wrapped, where = blocks
+        other = _peak_of(predict(wrapped, *args, strategies=[current["fusion"]], device=device,
+                                 executor=current["executor"], loss=loss, kwargs=kwargs),
+                         current["fusion"], breakdown.kind, part_index)
+        if other is not None:
+            explanation.considered.append(Remedy(
+                "checkpoint blocks", {"fusion": current["fusion"], "executor": current["executor"]},
+                f"{where} each run under torch.utils.checkpoint: the forward keeps each block's input, the backward "
+                "recomputes the rest", base - other, fn=wrapped))
     explanation.remedies = sorted((r for r in explanation.considered if r.predicted_saving > 0),
                                   key=lambda r: -r.predicted_saving)
     return explanation
@@ -154,3 +174,34 @@ def _peak_of(prediction, strategy: str, kind: str, program: int) -> int | None:
         return prediction.peak(strategy, kind, program)
     except KeyError:
         return None
+
+
+class _Checkpointed(torch.nn.Module):
+    """One block run under ``torch.utils.checkpoint`` (non-reentrant)."""
+
+    def __init__(self, block: torch.nn.Module):
+        super().__init__()
+        self.block = block
+
+    def forward(self, *args, **kwargs):
+        from torch.utils.checkpoint import checkpoint
+
+        return checkpoint(self.block, *args, use_reentrant=False, **kwargs)
+
+
+def _checkpointed(fn):
+    """(a copy of module ``fn`` whose repeated blocks run checkpointed, where they are) or None: not a module, or no
+    ``ModuleList``/``Sequential`` of two or more modules of one class in it (the longest such is taken)."""
+    if not isinstance(fn, torch.nn.Module):
+        return None
+    lists = [(name, m) for name, m in fn.named_modules()
+             if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)) and len(m) >= 2
+             and len({type(c) for c in m}) == 1 and not isinstance(m[0], _Checkpointed)]
+    if not lists:
+        return None
+    name, _ = max(lists, key=lambda nm: len(nm[1]))
+    wrapped = copy.deepcopy(fn)
+    blocks = wrapped.get_submodule(name) if name else wrapped
+    for i in range(len(blocks)):
+        blocks[i] = _Checkpointed(blocks[i])
+    return wrapped, f"the {len(blocks)} blocks of {name or type(fn).__name__}"
