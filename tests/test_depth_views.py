@@ -1,4 +1,4 @@
-"""The depth views (issue 17 items 2-4 as views): Saved, Diff and Regions tabs, and why regions end on the trace.
+"""The depth views (issue 17 items 2-4, issue 28 item 2 as views): Peak, Saved, Diff and Regions tabs, and why regions end on the trace.
 
 The figures are checked against what the program itself says, computed here from its Traces
 and graphs (not from the view code): the saved activations against the tensors the forward
@@ -38,6 +38,24 @@ def report():
 
 def _text(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", " ", fragment))
+
+
+def test_peak_tab_adds_up_to_the_measured_peak_and_names_what_the_forward_saves(report):
+    forward, backward = report.traces("forward")[-1], report.traces("backward")[-1]
+    n_saved = sum(1 for n in backward.inputs if not n.name.startswith("tangent"))
+    returned = list(forward.output_node.args[0])
+    saved = {forward.name(o) for o in returned[len(returned) - n_saved:]}
+    for label, kind in (("forward #0", "forward"), ("backward #0", "backward")):
+        d = report.view.part(label).depth["peak"]["data"]
+        counted = sum(r["bytes"] for r in d["rows"]) + d["transient"] - d["inputs_freed"]
+        assert counted == d["peak_above_inputs"] == report.measured_peak(kind)  # CPU: to the byte
+        shown = _text(part_depth_html("Peak", report.view.part(label)))
+        assert trace_lab.report.html._fmt_bytes(d["peak_above_inputs"]) in shown
+        for r in d["rows"]:
+            assert r["kind"] in shown and r["tensors"][0] in shown
+    forward_rows = report.view.part("forward #0").depth["peak"]["data"]["rows"]
+    named_saved = {n for r in forward_rows if r["kind"] == "saved for backward" for n in r["tensors"]}
+    assert named_saved and named_saved <= saved | {forward.name(n) for n in forward.ops}
 
 
 def test_saved_tab_lists_what_the_forward_returns_for_the_backward(report):
@@ -110,7 +128,10 @@ def test_user_names_are_escaped_in_the_depth_views():
         "region_ends": {"stage": 1, "stage_name": evil, "ends": {evil: [{"node": evil, "name": evil, "op": evil,
                                                                           "side": "input", "kind": "executor",
                                                                           "reason": evil}]}},
-        "diff": {"error": evil}})
+        "diff": {"error": evil},
+        "peak": {"data": {"peak_above_inputs": 8, "line": 0, "op": evil, "transient": 0, "inputs_freed": 0,
+                          "rows": [{"kind": "temporary", "source": evil, "op": evil, "bytes": 8, "tensors": [evil]}],
+                          "held": []}}})
     for view in DEPTH_VIEWS:
         out = part_depth_html(view, part)
         assert "<img" not in out and "&lt;img" in out
@@ -123,7 +144,7 @@ def test_widget_has_the_depth_tabs_of_the_selected_part(report):
 
     view = LabView(runner=None, options=RunOptions(), runs=Session())
     view.add_run("run 1", report)
-    assert tuple(view.tabs.titles[-4:-1]) == DEPTH_VIEWS and view.tabs.titles[-1] == "Timeline"
+    assert tuple(view.tabs.titles[-len(DEPTH_VIEWS) - 1:-1]) == DEPTH_VIEWS and view.tabs.titles[-1] == "Timeline"
     part = report.view.part("forward #0")
     for name, w in view.depth.items():
         # the Diff tab's picker draws the diff of the shown part (first -> last stage to start with)

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ["01_fusion_and_peak_memory", "02_compile_time_and_fusion_cache", "03_copy_heavy_adam",
              "04_backward_with_checkpointing", "05_wait_sorting", "06_where_the_time_goes", "07_where_the_bytes_go"]
 TIMED = {"01_fusion_and_peak_memory", "04_backward_with_checkpointing"}  # the first-run figures
-TABS = (("Compare", "tl-compare-area"), ("Saved", "tl-saved-area"), ("Diff", "tl-diff-area"),
+TABS = (("Compare", "tl-compare-area"), ("Peak", "tl-peak-area"), ("Saved", "tl-saved-area"), ("Diff", "tl-diff-area"),
         ("Regions", "tl-regions-area"), ("Timeline", "tl-timeline-area"))
 DONE = "TL-BROWSER-DONE"
 STEADY = re.compile(r"steady state\s*([\d.]+) ms \(median of \d+")

@@ -8,7 +8,7 @@ the session, shared with the notebook's other tests, is teaching_runs.py's):
   and the notebook saved right after Run All is the one whose prose test_teaching_notebooks.py /
   test_notebooks_06_07.py check (its Run All is theirs: each notebook is executed once in the CPU suite);
 * the last traced output is rerun with its Rerun button ("time lines" on, so the Timeline has lines), and
-  then none of its Compare, Saved, Diff, Regions and Timeline tabs is wider than the output area; a wide
+  then none of its Compare, Peak, Saved, Diff, Regions and Timeline tabs is wider than the output area; a wide
   table scrolls inside its own box with the run column fixed (the checks of test_issue26_widths);
 * in the notebooks the issue's timings came from (01 and 04), every traced cell is then run again in
   place, and its first run's steady time is within 1.5x of that immediate rerun's, or its Summary flags the

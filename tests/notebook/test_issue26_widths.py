@@ -5,7 +5,7 @@ Browser part (JupyterLab 4, Chromium at 1400x1000, as the issue's screenshots): 
 traced training step twice as ``--compare`` cells with long run names, the second with other fusion
 options and an eager ``--baseline`` (so Compare has several rows and more columns than the panel holds),
 ``--profile`` (so the Timeline has lines) and ``--fusion dataflow`` (so Diff and Regions have content). On the second output, for each of
-Compare, Saved, Diff, Regions and Timeline: the output area ends inside the notebook panel's visible
+Compare, Peak, Saved, Diff, Regions and Timeline: the output area ends inside the notebook panel's visible
 width and no further right than its cell's input (the notebook does not scroll sideways), the tab's area lies inside the output area, no element
 sticks out past the output area unless a scrolling box (``overflow-x: auto``) that itself fits clips
 it, and no element inside the report hides content (``overflow: hidden`` with content wider than it).
@@ -143,7 +143,7 @@ def test_every_tab_fits_the_output_area_and_wide_tables_scroll_inside(tmp_path):
             expect(outputs).to_have_count(3)
             view = outputs.nth(1)
             problems = []
-            for title, cls in (("Compare", "tl-compare-area"), ("Saved", "tl-saved-area"), ("Diff", "tl-diff-area"),
+            for title, cls in (("Compare", "tl-compare-area"), ("Peak", "tl-peak-area"), ("Saved", "tl-saved-area"), ("Diff", "tl-diff-area"),
                                ("Regions", "tl-regions-area"), ("Timeline", "tl-timeline-area")):
                 view.locator(".lm-TabBar-tab", has_text=title).first.click()
                 area = view.locator(f".{cls}")

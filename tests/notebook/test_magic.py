@@ -193,7 +193,7 @@ def test_rerun_appends_a_compare_row(ip):
     assert run(ip, "%%thunder_trace --executor eager --runs 1 --compare --name base\nr = torch.relu(p @ q)").success
     view = magics(ip).views[-1]
     assert view.table.value.count('class="tl-row"') == 1
-    assert [t for t in view.tabs.titles] == ["Summary", "Trace", "Graph", "Memory", "Compare", "Saved", "Diff", "Regions", "Timeline"]
+    assert [t for t in view.tabs.titles] == ["Summary", "Trace", "Graph", "Memory", "Compare", "Peak", "Saved", "Diff", "Regions", "Timeline"]
     assert "tl-code" in view.trace.value and "| live" in view.trace.value
     view.controls["fusion"].value = "dataflow"
     view.controls["fusion_cache"].value = False

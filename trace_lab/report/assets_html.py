@@ -16,7 +16,7 @@ from .packing import INFLATE_JS
 
 __all__ = ["static_text", "TAB_TITLES", "css", "highlight_lines", "TRACE_JS", "PLOTS_JS"]
 
-TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare", "Saved", "Diff", "Regions", "Timeline"]
+TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare", "Peak", "Saved", "Diff", "Regions", "Timeline"]
 
 
 @lru_cache(maxsize=None)

@@ -9,7 +9,10 @@ Three answers per part, each plain data (JSON through the view model) or ``{"err
   of the last stage that has them, with the stage's name (the printer writes their kinds on each
   region's line, ``# ends: executor x2, cycle``; the full reasons are in the Regions view);
 * ``saved``: for a forward whose backward ran, :func:`trace_lab.analysis.saved.saved_for_backward`
-  of the two final stages (rows, largest activations first, and their total).
+  of the two final stages (rows, largest activations first, and their total);
+* ``peak``: :func:`trace_lab.analysis.peak.peak_breakdown` of the final stage: the buffers alive on the peak line by
+  kind and source line, adding up to the part's predicted peak (issue 28 item 2; the remedies need reruns:
+  ``trace_lab.explain_peak``).
 """
 from __future__ import annotations
 
@@ -51,7 +54,21 @@ def _saved(program, part) -> dict:
     return {"rows": [r.to_dict() for r in rows], "activation_bytes": rows.activation_bytes, "text": str(rows)}
 
 
+def _peak(program, part) -> dict:
+    from ..analysis.peak import peak_breakdown
+
+    trace = part.traces[-1]
+    backward = getattr(program, "backward", None)
+    saved = None
+    if part.kind == "forward" and backward is not None and getattr(backward, "traces", None):
+        saved = sum(1 for n in backward.traces[-1].inputs if not n.name.startswith("tangent"))
+    b = peak_breakdown(trace, bool(trace.materialized_regions), saved=saved, program=getattr(program, "index", 0))
+    if b.line < 0:
+        return {"error": "the program allocates nothing above its inputs: its peak is at entry"}
+    return {"data": b.to_dict(), "text": str(b)}
+
+
 def depth_of(program, part) -> dict:
     """The depth data of one program part (module docstring)."""
     return {"diff": _guard(lambda: _diff(part)), "region_ends": _guard(lambda: _region_ends(part)),
-            "saved": _guard(lambda: _saved(program, part))}
+            "saved": _guard(lambda: _saved(program, part)), "peak": _guard(lambda: _peak(program, part))}

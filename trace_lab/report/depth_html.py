@@ -1,4 +1,4 @@
-"""The depth views as HTML: Saved (for backward), Diff (first -> last stage), Regions (why each ends).
+"""The depth views as HTML: Peak (what makes it), Saved (for backward), Diff (first -> last stage), Regions (why each ends).
 
 Each reads one part's depth data (:mod:`.depth`, in the view model) and nothing live, so the
 static report, the notebook widget and a report reloaded from JSON show the same; every name
@@ -12,7 +12,7 @@ from .packing import esc
 
 __all__ = ["DEPTH_VIEWS", "part_depth_html", "depth_panels"]
 
-DEPTH_VIEWS = ("Saved", "Diff", "Regions")
+DEPTH_VIEWS = ("Peak", "Saved", "Diff", "Regions")
 
 
 def _why_none(data: dict | None) -> str:
@@ -38,6 +38,35 @@ def saved_html(depth: dict) -> str:
              "add nothing. <i>recomputable</i>: cheap for a partitioner to recompute instead of saving.</p>")
     return (total + '<div class="tl-scroll"><table class="tl-compare"><tr>'
             + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr>" + "".join(body) + "</table></div>")
+
+
+def peak_html(depth: dict) -> str:
+    data = depth.get("peak") or {}
+    if "data" not in data:
+        return _why_none(data)
+    d = data["data"]
+    held = sum(r["bytes"] for r in d["held"])
+    out = [f"<p><b>peak {esc(format_bytes(d['peak_above_inputs']))} above inputs</b> on line {d['line']} "
+           f"(<code>{esc(d['op'])}</code>): the buffers alive while it runs, by kind and by the source line that made "
+           "them. The rows add up to the peak (with the line's own workspace, less inputs freed before it); the "
+           f"caller's inputs ({esc(format_bytes(held))}) are not part of it. <code>trace_lab.explain_peak(fn, *args)</code> "
+           "prices remedies (other strategies, checkpointing repeated blocks) and reruns one to measure its saving.</p>"]
+    head = ("kind", "bytes", "source", "made by", "tensors")
+    body = []
+    for r in d["rows"]:
+        names = ", ".join(r["tensors"][:8]) + (f" (+{len(r['tensors']) - 8})" if len(r["tensors"]) > 8 else "")
+        cells = (r["kind"], format_bytes(r["bytes"]), r["source"] or "", r["op"], names)
+        body.append("<tr>" + "".join(f"<td class='tl-wrap'>{esc(c)}</td>" if k >= 2 else f"<td>{esc(c)}</td>"
+                                     for k, c in enumerate(cells)) + "</tr>")
+    if d["transient"]:
+        body.append(f"<tr><td>workspace</td><td>{esc(format_bytes(d['transient']))}</td>"
+                    "<td class='tl-wrap' colspan='3'>inside the peak line's own call (a region's workspace, an op's scratch)</td></tr>")
+    if d["inputs_freed"]:
+        body.append(f"<tr><td>inputs freed</td><td>-{esc(format_bytes(d['inputs_freed']))}</td>"
+                    "<td class='tl-wrap' colspan='3'>inputs handed over to the program and freed before the peak line</td></tr>")
+    out.append('<div class="tl-scroll"><table class="tl-compare"><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head)
+               + "</tr>" + "".join(body) + "</table></div>")
+    return "".join(out)
 
 
 def diff_html(depth: dict) -> str:
@@ -83,11 +112,11 @@ def regions_html(depth: dict) -> str:
     return "".join(out)
 
 
-_RENDER = {"Saved": saved_html, "Diff": diff_html, "Regions": regions_html}
+_RENDER = {"Peak": peak_html, "Saved": saved_html, "Diff": diff_html, "Regions": regions_html}
 
 
 def part_depth_html(view: str, part) -> str:
-    """One depth view (``"Saved"``, ``"Diff"``, ``"Regions"``) of one PartView."""
+    """One depth view (``"Peak"``, ``"Saved"``, ``"Diff"``, ``"Regions"``) of one PartView."""
     if part is None:
         return '<div class="tl-placeholder">no program part selected</div>'
     return _RENDER[view](part.depth or {})

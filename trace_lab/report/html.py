@@ -148,7 +148,7 @@ def _pack_plots(fragment: str) -> tuple[str, bool]:
 
 
 def report_html(report, runs=None) -> str:
-    """The whole static view: tabs Summary, Trace, Graph, Memory, Compare, Saved, Diff, Regions, Timeline.
+    """The whole static view: tabs Summary, Trace, Graph, Memory, Compare, Peak, Saved, Diff, Regions, Timeline.
 
     ``runs``: [(label, Report)] of the comparison this report belongs to (default: itself). Large plots
     (Summary's timeline, Memory) are stored packed (:func:`_pack_plots`): every output is kept in the notebook.
