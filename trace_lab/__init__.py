@@ -51,6 +51,15 @@ def explain_peak(fn, *args, **options):
     return _explain_peak(fn, *args, **options)
 
 
+def sweep(fn, *args, **options):
+    """Step time against peak memory over a set of configurations (default: every fusion strategy and the
+    partitioner's memory budget at 0.5 and 0): one row per configuration, predicted and measured peak, whether it
+    matched eager, the configurations no other beats on both marked (:mod:`trace_lab.lab.sweep`)."""
+    from .lab.sweep import sweep as _sweep
+
+    return _sweep(fn, *args, **options)
+
+
 def saved_for_backward(jfn):
     """The tensors each forward keeps for its own backward: name, shape, dtype, bytes, op, source line, who
     holds it, whether it is cheap to recompute (:mod:`trace_lab.analysis.saved`); ``str()`` is a table. Call
