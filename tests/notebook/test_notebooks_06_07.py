@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from teaching_runs import group
+from trace_lab.report.assets_html import TAB_TITLES
 
 from test_teaching_notebooks import (SIZE, UNITS, _bytes, _code, _html_text, _md, _stdout, check_executed_notebook, notebook_device, renderer_bytes,
                                      quotes)
@@ -129,7 +130,7 @@ def test_07_where_the_bytes_go(executed):
     # then the MLP's [512, 168] matmul outputs, 336 KiB each, not recomputable
     mm = [r for r in rows if r[3] == "aten.mm.default" and r[0] == "[512, 168]"]
     assert len(mm) == 4 and all(r[1:3] == ("336.00 KiB", "no") for r in mm)
-    saved_tab = _html_text(_code(nb, "--name llama -o rep"), "p5")
+    saved_tab = _html_text(_code(nb, "--name llama -o rep"), f"p{TAB_TITLES.index('Saved')}")  # the static tabs, in order
     assert f"saved activations: {act_bytes} in {n_act} tensors" in saved_tab
     quotes(_md(nb, "The forward keeps"), f"**{n_act} activations, {act_bytes}**", f"{share}% of its {fw_peak} peak",
            f"The {n_inputs} inputs in the table", "`torch.softmax(...)` of `examples/llama.py:41`, its last op the `div` by the row sums (512.00 KiB per layer)",
