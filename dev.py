@@ -3,7 +3,9 @@
 
     python3 dev.py lab [--headless] [--port N]   # the lab: JupyterLab on the teaching notebooks
                                                  # --headless: run every example and notebook, write reports/
-    python3 dev.py test [pytest args...]         # the test suite (CPU); exit 5 (no tests) is a failure
+    python3 dev.py test [pytest args...]         # the CI tier of the test suite (CPU); exit 5 (no tests) is a failure
+    python3 dev.py test --full [...]             # the whole suite: also the tests marked full (tests/conftest.py)
+    python3 dev.py setup [--thunder]             # only create .venv (or .venv-thunder) as the tests would
     python3 dev.py test --thunder [...]          # Thunder's tests in .venv-thunder (torch 2.10, lightning-thunder
                                                  # 0.2.6, CPU executors); a skipped test there is a failure
     python3 dev.py gpu-check [--system] [...]    # on a GPU machine: everything that must hold on CUDA, one command
@@ -260,10 +262,12 @@ def run(cmd: list[str], **kw) -> int:
 
 
 def parallel_args(args: list[str]) -> list[str]:
-    """pytest-xdist workers, one per core up to 4, unless the caller chose (-n, -p no:xdist, or a debugger).
+    """pytest-xdist workers, one per core and one more, up to 4, unless the caller chose (-n, -p no:xdist, or a
+    debugger).
 
-    The suite is mostly single-threaded Python (Dynamo, the passes, notebook kernels, a browser), so two
-    workers on CI's 2 cores take ~2/3 of the serial time. ``--dist loadscope`` keeps a module's tests (and its
+    The suite is mostly single-threaded Python (Dynamo, the passes, notebook kernels, a browser), and its
+    browser tests wait on the page about half of their time (the browser and teaching tests alone, two workers
+    on CI's 2 cores: 537 s of wall time, 531 CPU-seconds), so CI's 2 cores get three workers. ``--dist loadscope`` keeps a module's tests (and its
     module-scoped fixtures, e.g. the distributed runs) in one worker, and, with tests/conftest.py's scheduler,
     each teaching notebook's tests (one execution of the notebook, tests/notebook/teaching_runs.py);
     ``--no-loadscope-reorder`` hands the scopes out in the order tests/conftest.py sorts them, longest first.
@@ -271,7 +275,7 @@ def parallel_args(args: list[str]) -> list[str]:
     if any(a == "-n" or a.startswith("-n") or a.startswith("--numprocesses") or "xdist" in a or a == "--pdb"
            or a.startswith("--dist") for a in args):
         return []
-    return ["-n", str(max(1, min(4, os.cpu_count() or 1))), "--dist", "loadscope", "--no-loadscope-reorder"]
+    return ["-n", str(min(4, (os.cpu_count() or 1) + 1)), "--dist", "loadscope", "--no-loadscope-reorder"]
 
 
 def cmd_test(args: list[str]) -> int:
@@ -315,6 +319,19 @@ def cmd_test_thunder(args: list[str]) -> int:
     return rc
 
 
+def cmd_setup(args: list[str]) -> int:
+    """Create the environment that ``dev.py test`` (with ``--thunder``: ``dev.py test --thunder``) runs in, and
+    nothing else: .ci/run builds .venv-thunder this way while the suite runs."""
+    if "--thunder" in args:
+        ensure_env(THUNDER_VENV, packages=THUNDER_PACKAGES, extras="")
+    else:
+        ensure_env()
+        ensure_nvfuser()
+        ensure_system_packages()
+    log(f"{THUNDER_VENV if '--thunder' in args else VENV} is ready")
+    return 0
+
+
 def cmd_lab(args: list[str]) -> int:
     ensure_env()
     ensure_nvfuser()
@@ -332,10 +349,26 @@ def cmd_lab(args: list[str]) -> int:
                 str(ROOT / "notebooks" / "01_fusion_and_peak_memory.ipynb")])
 
 
+def gpu_check_args(args: list[str]) -> list[str]:
+    """benchmarks/gpu_check.py's arguments: ``args``, then for its pytest the full tier too (``--full -m "(gpu or
+    teaching) or (full and not browser)"``: the tests that left `dev.py test` for time, tests/conftest.py, but its
+    browser tests, which need Chromium); pytest arguments the caller gave after ``--`` come after these (their own
+    ``-m`` wins)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from gpu_check import MARKERS
+
+    full = ["--full", "-m", f"({MARKERS}) or (full and not browser)"]  # no Chromium there: browser tests need CI's
+    if "--" in args:
+        i = args.index("--")
+        return args[:i + 1] + full + args[i + 1:]
+    return [*args, "--", *full]
+
+
 def cmd_gpu_check(args: list[str]) -> int:
     """The GPU check (benchmarks/gpu_check.py): the GPU tests, every teaching notebook on CUDA with its prose
-    checks, every workload through every executor. ``--system`` runs it with this interpreter as it is (the GPU
-    machine's recipe, ../shared/device, sets up its packages without a download); otherwise in .venv."""
+    checks, every workload through every executor, and the CPU suite's full tier (gpu_check_args). ``--system``
+    runs it with this interpreter as it is (the GPU machine's recipe, ../shared/device, sets up its packages
+    without a download); otherwise in .venv."""
     if "--system" in args:
         args = [a for a in args if a != "--system"]
         python = sys.executable
@@ -343,10 +376,10 @@ def cmd_gpu_check(args: list[str]) -> int:
         ensure_env()
         ensure_nvfuser()
         python = str(PY)
-    return run([python, str(ROOT / "benchmarks" / "gpu_check.py"), *args])
+    return run([python, str(ROOT / "benchmarks" / "gpu_check.py"), *gpu_check_args(args)])
 
 
-COMMANDS = {"lab": cmd_lab, "test": cmd_test, "gpu-check": cmd_gpu_check}
+COMMANDS = {"lab": cmd_lab, "test": cmd_test, "setup": cmd_setup, "gpu-check": cmd_gpu_check}
 
 
 def main() -> int:

@@ -7,6 +7,10 @@ and a smaller slice through Inductor. Each is compared with eager PyTorch (asser
 dtype's defaults widened to the OpInfo's overrides; random ops on shapes/dtypes) and its
 predicted peak with the profiler's measurement (1% + 1 KiB).
 
+Two sizes of it: the CI tier (``dev.py test``) sweeps a slice, every CI_EVERY-th entry of the eager subset with
+each category and both dtypes kept (:func:`ci_slice`) and the first Inductor entry; ``--full`` (and the GPU
+check) sweeps the whole subset. The same checks read either sweep (the ``subset_rows`` fixture's two params).
+
 Honest by construction: a failure not in tests/opinfo_known_failures.json fails the test, and so
 does a listed failure that passes now (strict xfail), a listed entry that no longer exists in
 the subset, or a sample that times out or crashes its worker.
@@ -39,17 +43,55 @@ def _known() -> dict:
     return data
 
 
-@pytest.fixture(scope="module")
-def subset_rows():
+CI_EVERY = 12  # the CI tier's slice: every 12th eager entry (+ any category or dtype it misses), the first Inductor one
+
+
+def tasks_of(eager: list, inductor: list) -> list:
+    """corpus.subset_tasks() for the given entries (the whole subset gives exactly subset_tasks())."""
+    configs = [f"{f}/eager" for f in corpus.FUSIONS]
+    return ([(k, dt, list(idx), configs, False) for k, dt, idx in eager]
+            + [(k, dt, list(idx), list(corpus.SUBSET_INDUCTOR_CONFIGS), False) for k, dt, idx in inductor])
+
+
+def ci_slice(ops: dict) -> tuple[list, list]:
+    """(eager entries, Inductor entries) of the CI tier's sweep: every CI_EVERY-th entry of SUBSET_EAGER, then the
+    first entry of each category (corpus.category) and each dtype the slice misses; SUBSET_INDUCTOR's first."""
+    eager = corpus.SUBSET_EAGER[::CI_EVERY]
+    for entry in corpus.SUBSET_EAGER:
+        cats = {corpus.category(ops[k]) for k, _, _ in eager}
+        if corpus.category(ops[entry[0]]) not in cats or entry[1] not in {dt for _, dt, _ in eager}:
+            eager.append(entry)
+    return eager, corpus.SUBSET_INDUCTOR[:1]
+
+
+@pytest.fixture(scope="module", params=[
+    "ci", pytest.param("full", marks=[pytest.mark.full, pytest.mark.xdist_group("full-opinfo-subset")])])
+def subset_tasks(request):
+    """The tasks this tier sweeps: the CI slice, or (``full``: --full and the GPU check) the whole subset."""
     ops = corpus.load_ops()
     assert {k for k, _, _ in corpus.SUBSET_EAGER + corpus.SUBSET_INDUCTOR} <= set(ops)
+    return corpus.subset_tasks() if request.param == "full" else tasks_of(*ci_slice(ops))
+
+
+@pytest.fixture(scope="module")
+def subset_rows(subset_tasks):
     started = time.perf_counter()
-    rows = corpus.sweep(corpus.subset_tasks(), jobs=JOBS, timeout=TIMEOUT, progress=lambda s: None)
+    rows = corpus.sweep(subset_tasks, jobs=JOBS, timeout=TIMEOUT, progress=lambda s: None)
     return rows, time.perf_counter() - started
 
 
 def _id(row, config) -> str:
     return f"{row['op']}|{row['dtype']}|{row['sample']}|{config}"
+
+
+def _swept(known: dict, tasks: list) -> dict:
+    """The entries of ``known`` about what ``tasks`` sweep: all of them for the whole subset; for the CI slice those
+    of its (op, dtype)s (a wildcard 'op|*': of its ops), so that an entry about an op outside the slice is not stale."""
+    if tasks == corpus.subset_tasks():
+        return known
+    pairs = {(t[0], t[1]) for t in tasks}
+    return {k: v for k, v in known.items()
+            if (k.split("|")[0] in {p[0] for p in pairs} if k.endswith("|*") else tuple(k.split("|")[:2]) in pairs)}
 
 
 @pytest.mark.slow
@@ -60,12 +102,19 @@ def test_subset_covers_every_category():
     assert every <= covered, f"categories without a subset op: {sorted(every - covered)}"
     assert {dt for _, dt, _ in corpus.SUBSET_EAGER} == {"float32", "bfloat16"}
     assert len(corpus.SUBSET_EAGER) >= 100
+    # the CI tier's slice: every category and both dtypes too, a part of the subset, and the same tasks' shape
+    eager, inductor = ci_slice(ops)
+    assert {corpus.category(ops[k]) for k, _, _ in eager} == covered
+    assert {dt for _, dt, _ in eager} == {"float32", "bfloat16"}
+    assert set(eager) < set(corpus.SUBSET_EAGER) and len(eager) >= len(corpus.SUBSET_EAGER) // CI_EVERY
+    assert inductor and set(inductor) <= set(corpus.SUBSET_INDUCTOR)
+    assert tasks_of(corpus.SUBSET_EAGER, corpus.SUBSET_INDUCTOR) == corpus.subset_tasks()
 
 
 @pytest.mark.slow
-def test_every_subset_sample_ran(subset_rows):
+def test_every_subset_sample_ran(subset_rows, subset_tasks):
     rows, _ = subset_rows
-    wanted = {(k, dt, i) for k, dt, idx, *_ in corpus.subset_tasks() for i in idx}
+    wanted = {(k, dt, i) for k, dt, idx, *_ in subset_tasks for i in idx}
     got = {(r["op"], r["dtype"], r["sample"]) for r in rows}
     broken = [f"{r['op']} {r['dtype']} s{r['sample']}: " + ", ".join(
         f"{k}={r[k]}" for k in ("timeout", "crash", "worker_error", "sample_error", "eager_error") if k in r)
@@ -78,9 +127,9 @@ def test_every_subset_sample_ran(subset_rows):
 
 
 @pytest.mark.slow
-def test_subset_correctness_strict_known_failures(subset_rows):
+def test_subset_correctness_strict_known_failures(subset_rows, subset_tasks):
     rows, _ = subset_rows
-    known = _known()["correctness"]
+    known = _swept(_known()["correctness"], subset_tasks)
     results = {_id(r, c): res for r in rows for c, res in r["configs"].items()}
     unexpected = [f"{k}: [{res['cause']}] {res.get('first_line', '')}" for k, res in sorted(results.items())
                   if res["status"] != "pass" and k not in known]
@@ -93,9 +142,9 @@ def test_subset_correctness_strict_known_failures(subset_rows):
 
 
 @pytest.mark.slow
-def test_subset_predicted_memory_equals_measured(subset_rows):
+def test_subset_predicted_memory_equals_measured(subset_rows, subset_tasks):
     rows, _ = subset_rows
-    known = _known()["memory"]
+    known = _swept(_known()["memory"], subset_tasks)
     bad, now_ok = [], []
     for r in rows:
         for c, res in r["configs"].items():
@@ -122,8 +171,8 @@ def test_subset_predicted_memory_equals_measured(subset_rows):
 
 @pytest.mark.slow
 def test_subset_time(subset_rows):
-    _, seconds = subset_rows
-    print(f"OpInfo CI subset: {seconds:.0f} s with {JOBS} workers")
+    rows, seconds = subset_rows
+    print(f"OpInfo subset sweep ({len(rows)} samples): {seconds:.0f} s with {JOBS} workers")
 
 
 # ---- the GPU part, without a GPU -----------------------------------------------------------------

@@ -1,0 +1,40 @@
+"""The two test tiers (docs/testing.md): what left `dev.py test` for time is listed where the tiers are described,
+and the GPU check, which runs it, selects it."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _full() -> dict:
+    """tests/conftest.py's FULL (``import conftest`` may find tests/notebook/conftest.py): the file, loaded apart."""
+    spec = importlib.util.spec_from_file_location("_tiers_conftest", ROOT / "tests" / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FULL
+
+
+def test_docs_list_exactly_the_tests_that_left_the_ci_tier():
+    text = (ROOT / "docs" / "testing.md").read_text()
+    listed = text.split("<!-- full tier: tests/conftest.py FULL -->")[1].split("<!-- end of the full tier -->")[0]
+    docs = {}
+    for line in listed.strip().splitlines():
+        module, tests = re.fullmatch(r"- `([^`]+)`: (.*)", line.strip()).groups()
+        docs[module] = tuple(re.findall(r"`([^`]+)`", tests))
+    assert docs == {m: tuple(t) for m, t in _full().items()}, "docs/testing.md's list and tests/conftest.py's FULL differ"
+
+
+def test_the_gpu_check_runs_the_full_tier():
+    sys.path.insert(0, str(ROOT))
+    import dev
+
+    args = dev.gpu_check_args(["--budget", "420"])
+    assert args[:3] == ["--budget", "420", "--"]
+    assert args[3:5] == ["--full", "-m"] and args[5].endswith(" or (full and not browser)"), args
+    assert "gpu or teaching" in args[5]
+    # pytest arguments the caller gives after `--` come last, so that their own -m wins
+    assert dev.gpu_check_args(["--", "-m", "gpu"])[-2:] == ["-m", "gpu"]
