@@ -1,12 +1,13 @@
 """Shared test set-up: small thread count, fresh Dynamo state per module, the CI and full tiers, helpers.
 
-Two tiers (README, "Tests"). ``python3 dev.py test`` runs the CI tier: everything but the tests marked
-``full``, which pytest deselects (the summary line counts them as deselected). ``--full`` runs them too (the
+Two tiers (README, "Tests"; docs/testing.md). ``python3 dev.py test`` runs the CI tier: everything but the tests
+marked ``full``, which pytest deselects. ``--full`` runs them too (the
 whole suite, ``python3 dev.py test --full``), and the GPU check (``python3 dev.py gpu-check``, 12 workers on
 the 16-core GPU host) selects those that are not browser tests with ``--full -m "(gpu or teaching) or (full and
 not browser)"`` (it has no Chromium: the browser tests of the full tier run only in ``dev.py test --full``). A test gets the mark where
 it is defined (the OpInfo subset's full sweep, tests/test_opinfo_corpus.py) or from :data:`FULL` below.
 """
+import itertools
 from pathlib import Path
 
 import pytest
@@ -23,24 +24,23 @@ def _fresh_dynamo():
 
 
 # Seconds each scope (a module, or a teaching notebook's tests) of the CI tier took on the 2-core CI machine (three
-# pytest-xdist workers, at b3a0f44 and f5b365a, the machine shared with other work; the four teaching notebooks
-# without a browser run in the CI tier: estimated, about half their browser run). Only the order of the run comes from it: the
+# pytest-xdist workers, at b3a0f44, f5b365a and eea833c, the machine shared with other work; the five teaching
+# notebooks without a browser run in the CI tier and the OpInfo slice: estimated). Only the order of the run comes from it: the
 # longest scopes start first, so that the short ones fill the end of every worker's time (pytest-xdist hands out
 # scopes in collection order with --no-loadscope-reorder, dev.py). A scope not listed counts one second a test.
 SCOPE_SECONDS = {
-    "teaching-05_wait_sorting": 131, "teaching-01_fusion_and_peak_memory": 128,
-    "teaching-04_backward_with_checkpointing": 124, "tests/test_inductor_executor.py": 92,
+    "teaching-05_wait_sorting": 131, "teaching-01_fusion_and_peak_memory": 128, "tests/test_inductor_executor.py": 92,
     "tests/notebook/test_browser_notebook7.py": 85, "tests/notebook/test_issue26_widths.py": 79,
-    "tests/test_opinfo_corpus.py": 75, "teaching-02_compile_time_and_fusion_cache": 70,
-    "teaching-07_where_the_bytes_go": 70, "tests/notebook/test_browser_views.py": 67,
-    "tests/notebook/test_static_graph_browser.py": 64, "tests/test_report_size.py": 52,
+    "teaching-02_compile_time_and_fusion_cache": 70, "teaching-07_where_the_bytes_go": 70,
+    "tests/notebook/test_browser_views.py": 67, "tests/notebook/test_static_graph_browser.py": 64,
+    "teaching-04_backward_with_checkpointing": 60, "tests/test_report_size.py": 52, "tests/test_opinfo_corpus.py": 50,
     "tests/notebook/test_issue26_timing.py": 48, "teaching-06_where_the_time_goes": 45,
     "tests/test_issue26_graph_overview.py": 45, "teaching-03_copy_heavy_adam": 40, "tests/notebook/test_magic.py": 28,
 }
 # The tests that left the CI tier for time (marked ``full`` here; they run with --full and in the GPU check): every
 # test function over 3 s (all its parametrizations together, a module-scoped fixture's set-up included) in
 # `dev.py test` at f993370 or at b3a0f44 on the 2-core CI machine (the larger figure beside each; the machine shared
-# with other work), except: the browser tests (only CI has Chromium: all but four teaching notebooks' runs stay), the
+# with other work), except: the browser tests (only CI has Chromium: all but five teaching notebooks' runs stay), the
 # teaching notebooks' prose checks,
 # tests that need what the GPU machine lacks (the `dot` binary, pandas, nbformat: test_graph_widget, test_magic,
 # test_cli), test_issue26_timing (it loads every CPU), the OpInfo subset (its own split: a slice here, the whole
@@ -48,12 +48,14 @@ SCOPE_SECONDS = {
 # Inductor (test_inductor_executor.py: llama2 with none, horizontal and memory; test_llama_layers_share_compiled_regions
 # with dataflow). An entry is a test function (all its parametrizations) or one parametrization.
 FULL = {
-    # browser runs whose views other CI tests cover (tabs fit after a Rerun: test_issue26_widths, test_browser_views);
+    # browser runs whose views other CI tests cover (tabs fit after a Rerun: test_issue26_widths, test_browser_views;
+    # 04's first run against an immediate rerun: notebook 01's browser run makes the same check);
     # their prose checks stay in the CI tier, on an nbclient run (cheaper: notebook 03 42 s against 77 s, one worker).
     # Only a machine with Chromium runs these (`dev.py test --full`): the GPU check does not (no Chromium there)
     "tests/notebook/test_browser_teaching.py": (
         "test_teaching_notebook_in_jupyterlab[02_compile_time_and_fusion_cache]",  # 141 s
         "test_teaching_notebook_in_jupyterlab[03_copy_heavy_adam]",  # 76 s
+        "test_teaching_notebook_in_jupyterlab[04_backward_with_checkpointing]",  # 197 s (its first-run check: 01's too)
         "test_teaching_notebook_in_jupyterlab[06_where_the_time_goes]",  # 92 s
         "test_teaching_notebook_in_jupyterlab[07_where_the_bytes_go]",  # 144 s
     ),
@@ -372,8 +374,12 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"{item.nodeid}: its xdist_group mark {group!r} and tests/conftest.py's "
                                     f"scope_of ({scope!r}) disagree: name the test after its notebook")
         scopes.setdefault(scope, []).append(item)
-    # the longest scopes first, each scope's tests together and in their order
+    # the longest scopes first, each scope's tests together and in their order; browser scopes (Chromium, JupyterLab
+    # and a kernel each) alternate with the others, so that CI's 3 workers on 2 cores run at most two at once
     order = sorted(scopes.values(), key=lambda its: -SCOPE_SECONDS.get(scope_of(its[0].nodeid), len(its)))
+    browser = [its for its in order if any(item.get_closest_marker("browser") for item in its)]
+    other = [its for its in order if not any(item.get_closest_marker("browser") for item in its)]
+    order = [its for pair in itertools.zip_longest(browser, other) for its in pair if its is not None]
     items[:] = [item for its in order for item in its]
 
 
