@@ -7,6 +7,7 @@ Public API::
     trace_lab.last_traces(jfn)[-1]          # final forward Trace, printable
     trace_lab.last_backward_traces(jfn)     # backward stages ([] if none ran)
     report = trace_lab.inspect(fn, *args)   # compile + run + measure -> Report
+    report = trace_lab.from_compile(fn, *args)  # torch.compile's own program (Inductor's kernels) -> Report
 
 In IPython/Jupyter: ``%load_ext trace_lab`` registers ``%%thunder_trace``.
 """
@@ -159,11 +160,22 @@ def from_thunder(jfn_or_trace, *args, name=None, check=True, **kwargs):
     return _from_thunder(jfn_or_trace, *args, name=name, check=check, **kwargs)
 
 
+def from_compile(fn, *args, name=None, check=True, **kwargs):
+    """The program torch.compile (Inductor) runs for ``fn(*args, **kwargs)`` as a trace_lab Report: AOTAutograd's
+    forward and backward after Inductor's post-grad passes, in the order Inductor's kernels run, each generated
+    kernel a region, with per-line live memory and graphs; each compiled program measured (forward, backward)
+    and checked against eager (:mod:`trace_lab.lab.compile_view`). ``diff(report.traces()[-1], other)`` compares
+    it with any trace_lab trace."""
+    from .lab.compile_view import from_compile as _from_compile
+
+    return _from_compile(fn, *args, name=name, check=check, **kwargs)
+
+
 def load_ipython_extension(ipython):  # pragma: no cover - exercised by the notebook tests
     from .notebook.magics import load_ipython_extension as _load
 
     _load(ipython)
 
 
-__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "region_ends", "profile_lines", "region_code", "load_report", "from_thunder", "Trace", "Options", "JitFunction",
+__all__ = ["jit", "last_traces", "last_backward_traces", "inspect", "predict", "saved_for_backward", "diff", "export_repro", "region_ends", "profile_lines", "region_code", "load_report", "from_thunder", "from_compile", "Trace", "Options", "JitFunction",
            "TraceLabError", "FUSION_STRATEGIES"]
