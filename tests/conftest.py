@@ -217,6 +217,7 @@ FULL = {
         "test_a_function_without_repeated_blocks_gets_no_checkpoint_remedy",  # 3 s
         "test_every_remedy_measures_the_saving_it_predicted",  # 115 s
         "test_llama_breakdown_adds_up_to_the_measured_peak",  # 25 s
+        "test_recomputing_a_saved_activation_measures_the_saving_it_predicted",  # 13 s
     ),
     "tests/test_predict.py": (
         "test_a_model_too_big_to_allocate_is_predicted_on_meta_and_the_users_module_is_untouched",  # 12 s

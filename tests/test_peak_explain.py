@@ -57,7 +57,10 @@ def test_every_remedy_measures_the_saving_it_predicted():
     fn, args = workloads.get("llama2").make("cpu", "small")
     e = trace_lab.explain_peak(fn, *args, fusion="dataflow", executor="inductor", kind="forward")
     assert e.breakdown.kind == "forward" and e.measured_peak is not None
-    assert {r.name for r in e.considered} == {"fusion=none", "fusion=horizontal", "fusion=memory", "checkpoint blocks"}
+    names = {r.name for r in e.considered}
+    recompute = [n for n in names if n.startswith("recompute ")]
+    assert names - set(recompute) == {"fusion=none", "fusion=horizontal", "fusion=memory", "checkpoint blocks"}
+    assert len(recompute) == 1  # the largest cheap saved activation (a SwiGLU product of the MLP)
     assert all(r.predicted_saving > 0 for r in e.remedies)
     # the forward saves every block's activations: checkpointing both blocks is the largest predicted saving
     assert e.remedies[0].name == "checkpoint blocks" and "the 2 blocks of layers" in e.remedies[0].why
@@ -76,7 +79,38 @@ def test_a_function_without_repeated_blocks_gets_no_checkpoint_remedy():
     e = trace_lab.explain_peak(_two_temporaries, torch.randn(64, requires_grad=True), fusion="dataflow",
                                executor="eager")
     assert "checkpoint blocks" not in {r.name for r in e.considered}
-    assert {r.name for r in e.considered} == {"fusion=none", "fusion=horizontal", "fusion=memory"}
+    assert {r.name for r in e.considered if not r.name.startswith("recompute ")} == {
+        "fusion=none", "fusion=horizontal", "fusion=memory"}
+
+
+def _swiglu_then_more(x, w1, w3, w2):
+    m = torch.nn.functional.silu(x @ w1) * (x @ w3)  # m: a product saved for the backward of the next matmul
+    y = m @ w2
+    return y.sin()  # the forward's peak: y and sin(y) made after m's last use, while m is still kept
+
+
+def test_recomputing_a_saved_activation_measures_the_saving_it_predicted():
+    """The largest cheap saved activation is tagged MUST_RECOMPUTE on the joint graph: its saving predicted on meta
+    is the saving the rerun measures, the rerun matches eager, and the backward computes the product again."""
+    from trace_lab.analysis.saved import saved_for_backward
+
+    torch.manual_seed(0)
+    x = torch.randn(64, 16, requires_grad=True)
+    w1, w3 = torch.randn(16, 96, requires_grad=True), torch.randn(16, 96, requires_grad=True)
+    w2 = torch.randn(96, 512, requires_grad=True)
+    e = trace_lab.explain_peak(_swiglu_then_more, x, w1, w3, w2, fusion="none", executor="eager", kind="forward")
+    saved = saved_for_backward(e.report.traces("forward")[0], e.report.traces("backward")[0])
+    cheap = [r for r in saved if r.held_by == "activation" and r.recomputable]
+    remedy = e.remedy(f"recompute {cheap[0].name}")
+    assert cheap[0].op == "aten.mul.Tensor" and cheap[0].bytes == 64 * 96 * 4
+    assert remedy.predicted_saving > 0 and remedy in e.remedies
+    e.try_remedy(remedy.name)
+    assert remedy.ok
+    assert abs(remedy.measured_saving - remedy.predicted_saving) <= 64, remedy.to_dict()
+    # by hand: the forward no longer keeps m (64 x 96 float32); x @ w1 and x @ w3 were kept anyway (silu's and the
+    # product's backward read them), so nothing is saved in its place
+    assert abs(remedy.measured_saving - 64 * 96 * 4) <= 64, remedy.to_dict()
+    assert remedy.to_dict()["recompute"] and "fn" not in remedy.to_dict()
 
 
 def test_a_report_loaded_from_json_says_why_it_cannot_explain(tmp_path):

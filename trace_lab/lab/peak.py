@@ -16,10 +16,18 @@ savings, and a call that reruns with one and measures the saving beside the pred
    under ``torch.utils.checkpoint`` (non-reentrant): the forward keeps only each block's input and the backward
    recomputes the rest. The copy shares nothing with the user's module (its rerun holds a second set of weights
    while it runs);
-4. :meth:`PeakExplanation.try_remedy` reruns with a remedy's options and measures: ``measured_saving`` (the
-   run's measured peak minus the remedy run's) stands beside ``predicted_saving``.
+   And ``recompute NAME``: the largest saved-for-backward activation that is cheap to recompute
+   (:mod:`trace_lab.analysis.saved`: pointwise or layout, not random) is tagged ``MUST_RECOMPUTE`` on AOTAutograd's
+   joint graph (:func:`trace_lab.run.jit.joint_graph_hook`, as ZeRO-3 tags its gathers), with the views it is
+   read through: the min-cut partitioner then saves what it is made from (or recomputes that too, where cheaper)
+   and the backward computes it again. Priced for a run of one program only (each program has its own joint graph
+   and node names); the node is found by its fx name, op and shape, and a capture without it (the meta device's
+   decomposition differs) says so instead of pricing;
+4. :meth:`PeakExplanation.try_remedy` reruns with a remedy's options (and program, and joint-graph tags) and
+   measures: ``measured_saving`` (the run's measured peak minus the remedy run's) stands beside ``predicted_saving``.
 
-Remedies not priced yet (said in the explanation's notes): recomputing one saved activation, sharding with FSDP.
+Not priced (said in the explanation's notes): sharding with FSDP (it needs N processes to run, and its meta-device
+prediction is another module's work).
 """
 from __future__ import annotations
 
@@ -27,6 +35,7 @@ import copy
 from dataclasses import dataclass, field
 
 import torch
+import torch.fx as fx
 
 from ..analysis.peak import PeakBreakdown
 from ..errors import TraceLabError
@@ -44,9 +53,10 @@ class Remedy:
     measured_peak: int | None = None
     ok: bool | None = None  # the remedy's run matched eager
     fn: object = None  # the program the remedy runs instead of the user's (None: the same, other options)
+    recompute: tuple = ()  # joint-graph nodes tagged MUST_RECOMPUTE: (fx name, op, shape)
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in vars(self).items() if k != "fn"}
+        return {k: (list(v) if k == "recompute" else v) for k, v in vars(self).items() if k != "fn"}
 
 
 @dataclass
@@ -70,7 +80,11 @@ class PeakExplanation:
         """Rerun with remedy ``name``'s options, measure the explained part's peak; the remedy, with
         ``measured_saving`` filled in beside ``predicted_saving``."""
         remedy = self.remedy(name)
-        report = self._rerun(remedy.options, remedy.fn)
+        tags = _RecomputeTags(remedy.recompute) if remedy.recompute else None
+        report = self._rerun(remedy.options, remedy.fn, tags)
+        if tags is not None and tags.missing():
+            raise TraceLabError(f"{name}: the rerun's joint graph has no {', '.join(tags.missing())} (as priced): "
+                                "nothing was recomputed, so nothing is measured")
         b = self.breakdown
         if report.traces(b.kind, self._position) and len(report.programs) != len(self.report.programs):
             raise TraceLabError(f"{name} split the run into {len(report.programs)} programs (was "
@@ -110,17 +124,19 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
     """Run ``fn(*args)`` as trace_lab.inspect would (``options`` as there), explain one part's peak and price the
     remedies (module docstring)."""
     from ..options import FUSION_STRATEGIES
+    from ..run.jit import joint_graph_hook
     from ..run.predict import predict
     from .inspection import inspect
 
     options = {k: v for k, v in options.items() if k != "runs"}
 
-    def rerun(changes: dict, other=None):
-        return inspect(fn if other is None else other, *args, loss=loss, kwargs=kwargs,
-                       **{**options, **changes, "runs": 0})
+    def rerun(changes: dict, other=None, tags=None):
+        with joint_graph_hook(tags):
+            return inspect(fn if other is None else other, *args, loss=loss, kwargs=kwargs,
+                           **{**options, **changes, "runs": 0})
 
     report = rerun({})
-    breakdown = report.explain_peak(kind, program)
+    breakdown = report.explain_peak(kind or report.peak_part(program), program)
     measured = report.measured_peak(breakdown.kind, program)
     current = _resolved(report, breakdown.kind, breakdown.program)
     device = "cuda" if report.device.startswith("cuda") else "cpu"
@@ -130,8 +146,9 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
     part_index = breakdown.program
     base = _peak_of(predicted, current["fusion"], breakdown.kind, part_index)
     explanation = PeakExplanation(breakdown, measured, report=report, _rerun=rerun, _position=program, notes=[
-        "remedies priced so far: the other fusion strategies and checkpointing repeated blocks (predicted on the meta "
-        "device with this run's executor and allocator); recomputing one saved activation and FSDP are not priced yet"])
+        "remedies priced: the other fusion strategies, checkpointing repeated blocks and recomputing the largest "
+        "cheap saved activation (predicted on the meta device with this run's executor and allocator); sharding "
+        "with FSDP is not priced"])
     if base is None:
         explanation.notes.append(f"the meta-device prediction has no {breakdown.kind} #{part_index} for "
                                  f"{current['fusion']}: no remedy priced")
@@ -146,17 +163,23 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
                else f"the {s} strategy's regions and order")
         explanation.considered.append(Remedy(f"fusion={s}", {"fusion": s, "executor": current["executor"]}, why,
                                              base - other))
+    def predicted(program_fn, tags=None) -> int | None:  # the explained part's peak, the current strategy
+        with joint_graph_hook(tags):
+            prediction = predict(program_fn, *args, strategies=[current["fusion"]], device=device,
+                                 executor=current["executor"], loss=loss, kwargs=kwargs)
+        return _peak_of(prediction, current["fusion"], breakdown.kind, part_index)
+
+    same = {"fusion": current["fusion"], "executor": current["executor"]}
     blocks = _checkpointed(fn)
     if blocks is not None:
         wrapped, where = blocks
-        other = _peak_of(predict(wrapped, *args, strategies=[current["fusion"]], device=device,
-                                 executor=current["executor"], loss=loss, kwargs=kwargs),
-                         current["fusion"], breakdown.kind, part_index)
+        other = predicted(wrapped)
         if other is not None:
             explanation.considered.append(Remedy(
-                "checkpoint blocks", {"fusion": current["fusion"], "executor": current["executor"]},
+                "checkpoint blocks", dict(same),
                 f"{where} each run under torch.utils.checkpoint: the forward keeps each block's input, the backward "
                 "recomputes the rest", base - other, fn=wrapped))
+    _price_recompute(explanation, report, program, base, lambda tags: predicted(fn, tags), same)
     explanation.remedies = sorted((r for r in explanation.considered if r.predicted_saving > 0),
                                   key=lambda r: -r.predicted_saving)
     return explanation
@@ -205,3 +228,93 @@ def _checkpointed(fn):
     for i in range(len(blocks)):
         blocks[i] = _Checkpointed(blocks[i])
     return wrapped, f"the {len(blocks)} blocks of {name or type(fn).__name__}"
+
+
+class _RecomputeTags:
+    """A joint-graph hook: the nodes named in ``wanted`` ((fx name, op, shape) each) are tagged ``MUST_RECOMPUTE``
+    where a node of that name has that op and shape; :meth:`missing` lists those it did not meet."""
+
+    def __init__(self, wanted):
+        self.wanted = {name: (op, tuple(shape)) for name, op, shape in wanted}
+        self.found: set[str] = set()
+
+    def __call__(self, joint_gm: fx.GraphModule) -> None:
+        from torch.utils.checkpoint import CheckpointPolicy
+
+        for n in joint_gm.graph.nodes:
+            want = self.wanted.get(n.name)
+            if want is not None and n.op == "call_function" and _signature(n)[1:] == want:
+                n.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE
+                n.meta.setdefault("ac_graph_id", 0)
+                self.found.add(n.name)
+
+    def missing(self) -> list[str]:
+        return [name for name in self.wanted if name not in self.found]
+
+
+def _signature(n: fx.Node) -> tuple:
+    val = n.meta.get("val")
+    return n.name, str(n.target), tuple(val.shape) if isinstance(val, torch.Tensor) else ()
+
+
+def _read_through(node: fx.Node) -> list[fx.Node] | None:
+    """A saved value and the views it is read through, down to the op that made its storage ([saved, ..., maker]);
+    None where that passes a multi-output op or an input (not one node to recompute)."""
+    from ..analysis.buffers import alias_sources
+    from ..ir.fx_util import is_getitem
+
+    chain = [node]
+    while True:
+        n = chain[-1]
+        if n.op != "call_function" or is_getitem(n) or not isinstance(n.meta.get("val"), torch.Tensor):
+            return None
+        sources = alias_sources(n)
+        if not sources or not isinstance(sources[0], fx.Node):
+            return chain
+        chain.append(sources[0])
+
+
+def recompute_candidates(report, program: int = -1) -> list[tuple]:
+    """(saved row, nodes to tag) of program ``program``'s saved activations that are cheap to recompute
+    (:func:`trace_lab.analysis.saved.saved_for_backward` on the captured stages), largest first."""
+    from ..analysis.saved import saved_for_backward
+
+    forward, backward = report.traces("forward", program), report.traces("backward", program)
+    if not forward or not backward:
+        return []
+    by_name = {forward[0].name(n): n for n in forward[0].gm.graph.nodes}
+    out = []
+    for row in saved_for_backward(forward[0], backward[0]):
+        if row.held_by != "activation" or not row.recomputable or not row.bytes:
+            continue
+        chain = _read_through(by_name[row.name])
+        if chain is not None:
+            out.append((row, tuple(_signature(n) for n in chain)))
+    return out
+
+
+def _price_recompute(explanation: PeakExplanation, report, program: int, base: int, peak_with, options: dict) -> None:
+    """Price ``recompute NAME`` for the largest cheap saved activation (module docstring, 3.)."""
+    from ..ir.printer import format_bytes
+
+    if len(report.programs) != 1:
+        explanation.notes.append("recompute: not priced for a run of several programs (each has its own joint graph "
+                                 "and node names)")
+        return
+    candidates = recompute_candidates(report, program)
+    if not candidates:
+        return
+    row, nodes = candidates[0]
+    tags = _RecomputeTags(nodes)
+    other = peak_with(tags)
+    if tags.missing():
+        explanation.notes.append(f"recompute {row.name}: not priced, the meta-device capture has no "
+                                 f"{', '.join(tags.missing())} of that op and shape")
+        return
+    if other is None:
+        return
+    explanation.considered.append(Remedy(
+        f"recompute {row.name}", dict(options),
+        f"{row.name} ({row.op}, {format_bytes(row.bytes)}, {row.source or 'no source line'}) is saved for the "
+        "backward; tagged MUST_RECOMPUTE, the partitioner saves what it is made from and the backward computes it "
+        "again", base - other, recompute=nodes))

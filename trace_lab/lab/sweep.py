@@ -6,8 +6,8 @@ Each configuration is a dict of trace_lab options (``{"fusion": "memory"}``, ``{
 around that configuration's run where this torch has it. Each runs through ``trace_lab.inspect`` (checked
 against eager, memory measured, ``runs`` timed calls): a row holds the steady time of one call (forward and
 backward), the peak predicted and measured (of the part, forward or backward, whose measured peak above its
-inputs is higher: the same part's prediction beside it) and whether it matched eager. A configuration that
-fails is a row with its error; the sweep goes on.
+inputs is higher: ``Report.peak_part``, the peak explainer's choice too; the same part's prediction beside it) and
+whether it matched eager. A configuration that fails is a row with its error; the sweep goes on.
 
 ``front`` marks the rows no other row beats on both time and measured peak (lower or equal on both, lower on
 one): the configurations worth choosing between. ``str()`` is a table; the HTML view adds the scatter plot.
@@ -156,9 +156,8 @@ def sweep(fn, *args, configs=None, runs: int = 3, progress=None, loss=None, kwar
         result.device = result.device or report.device
         row.ok = report.ok
         row.step_ms = None if report.steady_seconds is None else report.steady_seconds * 1e3
-        parts = [k for k in ("forward", "backward") if report.traces(k)]
-        if parts:
-            part = max(parts, key=lambda k: report.measured_peak(k) or 0)
+        part = report.peak_part()
+        if part is not None:
             row.part, row.measured_peak, row.predicted_peak = part, report.measured_peak(part), report.predicted_peak(part)
         result.rows.append(row)
     if progress is not None:

@@ -229,20 +229,27 @@ class Report:
                 return m["measured_peak_above_inputs_bytes"]
         return None
 
+    def peak_part(self, program: int = -1) -> str | None:
+        """The part of program ``program``, ``"forward"`` or ``"backward"``, whose measured peak above its inputs is
+        higher (the predicted peak breaks a tie and stands in where nothing was measured); None: it has no part.
+        The one choice of "the part with the higher peak" that :meth:`explain_peak`, ``trace_lab.explain_peak``
+        and ``trace_lab.sweep`` make."""
+        kinds = [k for k in ("forward", "backward") if self.traces(k, program)]
+        if not kinds:
+            return None
+        return max(kinds, key=lambda k: (self.measured_peak(k, program) or 0, self.predicted_peak(k, program) or 0))
+
     def explain_peak(self, kind: str | None = None, program: int = -1):
-        """What makes the peak of one part (``kind`` None: the part, forward or backward, with the higher measured
-        peak above its inputs): the buffers alive on its peak line by kind and source line, adding up to the
-        predicted peak (:class:`trace_lab.analysis.peak.PeakBreakdown`). ``trace_lab.explain_peak(fn, *args)``
-        adds the remedies, priced and tried."""
+        """What makes the peak of one part (``kind`` None: :meth:`peak_part`): the buffers alive on its peak line by
+        kind and source line, adding up to the predicted peak (:class:`trace_lab.analysis.peak.PeakBreakdown`).
+        ``trace_lab.explain_peak(fn, *args)`` adds the remedies, priced and tried."""
         from ..analysis.peak import peak_breakdown
         from ..errors import TraceLabError
 
         if self.compilations is None:
             raise TraceLabError("explain_peak needs the run's live programs: a report loaded from JSON (or sent back "
                                 "by a --nproc worker) has only their printed lines")
-        if kind is None:
-            kinds = [k for k in ("forward", "backward") if self.traces(k, program)]
-            kind = max(kinds, key=lambda k: (self.measured_peak(k, program) or 0, self.predicted_peak(k, program) or 0))
+        kind = kind or self.peak_part(program) or "forward"
         traces = self.traces(kind, program)
         if not traces:
             raise TraceLabError(f"explain_peak: program {program} has no {kind} part (a backward needs an output "

@@ -45,21 +45,26 @@ from ..executors.interface import region_progress
 from .compilation import CompilationRecord
 
 __all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES",
-           "compile_progress"]
+           "compile_progress", "joint_graph_hook"]
 
 _PROGRESS = threading.local()  # the compile_progress callback of this thread
 
 
 @contextlib.contextmanager
-def compile_progress(callback):
-    """JitFunctions made in this thread while the block runs report their compiling to ``callback(event)``
-    (see the module docstring); they keep the callback for compiles that happen later (a backward)."""
-    old = getattr(_PROGRESS, "callback", None)
-    _PROGRESS.callback = callback
+def _in_this_thread(local: threading.local, name: str, value):
+    """``local.name`` is ``value`` while the block runs, then what it was."""
+    old = getattr(local, name, None)
+    setattr(local, name, value)
     try:
         yield
     finally:
-        _PROGRESS.callback = old
+        setattr(local, name, old)
+
+
+def compile_progress(callback):
+    """JitFunctions made in this thread while the block runs report their compiling to ``callback(event)``
+    (see the module docstring); they keep the callback for compiles that happen later (a backward)."""
+    return _in_this_thread(_PROGRESS, "callback", callback)
 
 # fusion="auto" (the default): what runs no slower than eager PyTorch on each device, measured on an
 # H100 (benchmarks/BENCHMARKS.md): on CUDA, unfused programs are host-bound (one launch per decomposed
@@ -343,13 +348,34 @@ def _fsdp_check_reached(jfn: "JitFunction") -> None:
     jfn._fsdp_unchecked = not check_fsdp_reached(jfn)
 
 
+_JOINT = threading.local()  # the joint_graph_hook of this thread
+
+
+def joint_graph_hook(hook):
+    """JitFunctions made in this thread while the block runs call ``hook(joint_gm)`` on AOTAutograd's joint
+    graph before the partitioner splits it (after any hook their options need), for compiles that happen later
+    too: the peak explainer tags one saved activation ``MUST_RECOMPUTE`` this way (trace_lab.lab.peak)."""
+    return _in_this_thread(_JOINT, "hook", hook)
+
+
 def _joint_preparer(options: Options):
-    """Hook on AOTAutograd's joint graph that a pass needs (ZeRO-3: regather in the backward)."""
+    """Hooks on AOTAutograd's joint graph: what a pass needs (ZeRO-3: regather in the backward), then the one
+    :func:`joint_graph_hook` gives."""
+    hooks = []
     if options.fsdp == "zero3":
         from ..passes.fsdp import tag_gathers_for_recompute
 
-        return tag_gathers_for_recompute
-    return None
+        hooks.append(tag_gathers_for_recompute)
+    if getattr(_JOINT, "hook", None) is not None:
+        hooks.append(_JOINT.hook)
+    if len(hooks) < 2:
+        return hooks[0] if hooks else None
+
+    def both(joint_gm):
+        for hook in hooks:
+            hook(joint_gm)
+
+    return both
 
 
 def _raise_recompile_limits() -> None:
