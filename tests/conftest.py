@@ -139,6 +139,12 @@ FULL = {
         "test_folded_views_free_as_predicted",  # 10 s
         "test_llama_views_fold_after_the_first_call_and_match_eager",  # 64 s
     ),
+    "tests/test_from_compile.py": (
+        "test_mlp_kernels_are_regions_and_the_peaks_are_measured",  # 8 s
+        "test_llama_block_against_eager_and_diffed_against_a_trace_lab_strategy",  # 22 s
+        "test_llama_block_forward_peak_predicted_equals_measured",  # 7 s
+        "test_torch_compile_failing_is_a_trace_lab_error",  # 5.5 s (Dynamo's first capture in the process)
+    ),
     "tests/test_fsdp_one_call.py": (
         "test_jit_fsdp_shards_a_plain_module_like_eager",  # 14 s
         "test_magic_fsdp_refuses_a_cell_whose_model_was_not_sharded",  # 10 s

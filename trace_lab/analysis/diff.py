@@ -18,7 +18,14 @@ on its own line or inside a region. From the matching:
   first), and the reverse.
 
 Values are counted per storage (views of one buffer once), with the liveness model's
-figures for the lines. ``str(diff)`` is a readable summary; ``to_dict()`` plain data.
+figures for the lines.
+
+Across sources (two traces whose ``info['source']`` differs: torch.compile's program from
+``trace_lab.from_compile``, Thunder's, trace_lab's own), fx names say nothing: each capture names its
+nodes itself, and ``mul_2`` of one is not ``mul_2`` of the other. There ops and values are matched by
+:func:`op_keys`: the op (its aten name; ``view``/``_unsafe_view`` as ``reshape``, ``t``/``transpose``
+as ``permute``), the user's source line that made it, and its occurrence among the ops with both in
+program order. What the two programs compute differently (another decomposition) is added / removed. ``str(diff)`` is a readable summary; ``to_dict()`` plain data.
 """
 from __future__ import annotations
 
@@ -30,7 +37,10 @@ import torch.fx as fx
 from ..ir.fx_util import is_getitem, tensor_values
 from .handover import storage_root
 
-__all__ = ["diff_traces", "TraceDiff", "OpMemory", "alive_during"]
+__all__ = ["diff_traces", "TraceDiff", "OpMemory", "alive_during", "op_keys"]
+
+# ops two captures write differently for the same value: compared under one name across sources
+_SAME_OP = {"view": "reshape", "_unsafe_view": "reshape", "t": "permute", "transpose": "permute"}
 
 
 @dataclass(frozen=True)
@@ -90,18 +100,43 @@ class TraceDiff:
         return "\n".join(out)
 
 
-def _placement(trace) -> dict[str, tuple[int, str | None]]:
-    """fx name of every op -> (its line index in ``trace.ops``, the region it is in or None)."""
-    where: dict[str, tuple[int, str | None]] = {}
+def _ops_in_order(trace):
+    """(line index, op node, its region node or None) for every op, a region's inner ops in place."""
     for i, n in enumerate(trace.ops):
         if n.op == "call_module":
             sub = trace.gm.get_submodule(n.target)
             for m in sub.graph.nodes:
                 if m.op == "call_function" and not is_getitem(m):
-                    where[m.name] = (i, trace.name(n))
+                    yield i, m, n
         else:
-            where[n.name] = (i, None)
-    return where
+            yield i, n, None
+
+
+def _op_name(target) -> str:
+    name = getattr(target, "_opname", None) or getattr(target, "__name__", None) or str(target)
+    name = str(name).rsplit(".", 1)[-1]
+    return _SAME_OP.get(name, name)
+
+
+def op_keys(trace) -> dict[fx.Node, str]:
+    """Every op node (a region's inner ones too) -> 'op @ source line #k', the same for the same op of the same
+    source line in another capture's program (module docstring)."""
+    from ..ir.printer import source_line
+
+    counts: dict[tuple[str, str], int] = {}
+    keys: dict[fx.Node, str] = {}
+    for _, n, _ in _ops_in_order(trace):
+        base = (_op_name(n.target), source_line(n) or "?")
+        counts[base] = counts.get(base, 0) + 1
+        keys[n] = f"{base[0]} @ {base[1]} #{counts[base]}"
+    return keys
+
+
+def _placement(trace, keys: dict | None = None) -> dict[str, tuple[int, str | None]]:
+    """Key of every op (its fx name, or ``keys[node]``) -> (its line index in ``trace.ops``, the region it is in
+    or None)."""
+    return {(keys[m] if keys is not None else m.name): (i, trace.name(r) if r is not None else None)
+            for i, m, r in _ops_in_order(trace)}
 
 
 def _storage_bytes(node: fx.Node) -> int:
@@ -109,23 +144,31 @@ def _storage_bytes(node: fx.Node) -> int:
     return sum(v.untyped_storage().nbytes() for v in vals)
 
 
-def _value_key(trace, node: fx.Node) -> str:
+def _value_key(trace, node: fx.Node, keys: dict | None = None) -> str:
     """A name for a value that is the same in every stage: a region's output is named after the op
-    inside the region that makes it (its fx name, which passes keep)."""
+    inside the region that makes it (its fx name, which passes keep; with ``keys``, its op key)."""
+    def key(n: fx.Node) -> str:
+        if keys is None:
+            return n.name
+        if is_getitem(n) and n.args[0] in keys:  # an element of a multi-output op
+            return f"{keys[n.args[0]]}[{n.args[1]}]"
+        return keys.get(n, trace.name(n))  # an input: by its name
+
     region = node.args[0] if is_getitem(node) else node
     if isinstance(region, fx.Node) and region.op == "call_module":
         sub = trace.gm.get_submodule(region.target)
         spec = next(m for m in reversed(sub.graph.nodes) if m.op == "output").args[0]
         outs = list(spec) if isinstance(spec, (list, tuple)) else [spec]
         inner = outs[node.args[1]] if is_getitem(node) else outs[0]
-        return inner.name if isinstance(inner, fx.Node) else node.name
-    return node.name
+        return key(inner) if isinstance(inner, fx.Node) else key(node)
+    return key(node)
 
 
-def alive_during(trace, live, index: int) -> dict[str, tuple[str, int]]:
+def alive_during(trace, live, index: int, keys: dict | None = None) -> dict[str, tuple[str, int]]:
     """Values alive while line ``index`` runs (its inputs and its outputs; -1: at entry) above the
     caller-held inputs (the peak's own measure): handed-over inputs and op results, one per storage:
-    key (the value's fx name, the same in every stage) -> (display name, bytes)."""
+    key (the value's fx name, the same in every stage; with ``keys`` (:func:`op_keys`), its op key) ->
+    (display name, bytes)."""
     owned = getattr(trace, "owned_inputs", None) or {}
     alive: dict[fx.Node, None] = {p: None for i, p in enumerate(trace.inputs) if i in owned}
     for i, (n, ln) in enumerate(zip(trace.ops, live.lines)):
@@ -144,7 +187,7 @@ def alive_during(trace, live, index: int) -> dict[str, tuple[str, int]]:
         r = storage_root(v)
         if r not in held:  # a view of a caller-held input adds nothing
             by_root.setdefault(r, v)
-    return {_value_key(trace, v): (f"{trace.name(v)} [{_value_key(trace, v)}]", _storage_bytes(r))
+    return {_value_key(trace, v, keys): (f"{trace.name(v)} [{_value_key(trace, v, keys)}]", _storage_bytes(r))
             for r, v in by_root.items() if _storage_bytes(r)}
 
 
@@ -180,10 +223,16 @@ def _moved(order_a: list[str], order_b: list[str]) -> list[str]:
 
 
 def diff_traces(a, b) -> TraceDiff:
-    """What changed from stage ``a`` to stage ``b`` of one program (two Traces)."""
-    pa, pb = _placement(a), _placement(b)
+    """What changed from stage ``a`` to stage ``b`` of one program (two Traces), or between two captures'
+    programs of one call (``info['source']`` differs: ops matched by :func:`op_keys`)."""
+    across = a.info.get("source") != b.info.get("source")
+    ka, kb = (op_keys(a), op_keys(b)) if across else (None, None)
+    pa, pb = _placement(a, ka), _placement(b, kb)
     la, lb = a.liveness(), b.liveness()
-    d = TraceDiff(a=f"{a.kind} '{a.stage}'", b=f"{b.kind} '{b.stage}'")
+    def label(t) -> str:
+        return f"{t.kind} '{t.stage}'" + (f" ({t.info.get('source') or 'trace_lab'})" if across else "")
+
+    d = TraceDiff(a=label(a), b=label(b))
     for name, (_, region) in pb.items():
         if region is not None and name in pa and pa[name][1] != region:
             d.fused.setdefault(region, []).append(name)
@@ -195,7 +244,7 @@ def diff_traces(a, b) -> TraceDiff:
     d.memory = [OpMemory(n, la.lines[pa[n][0]].live_after - la.entry_bytes, lb.lines[pb[n][0]].live_after - lb.entry_bytes)
                 for n in common]
     d.peak_a, d.peak_b = _peak(a, la), _peak(b, lb)
-    alive_a, alive_b = alive_during(a, la, la.peak_index), alive_during(b, lb, lb.peak_index)
+    alive_a, alive_b = alive_during(a, la, la.peak_index, ka), alive_during(b, lb, lb.peak_index, kb)
     d.alive_only_at_b_peak = sorted((v for k, v in alive_b.items() if k not in alive_a), key=lambda x: -x[1])
     d.alive_only_at_a_peak = sorted((v for k, v in alive_a.items() if k not in alive_b), key=lambda x: -x[1])
     return d

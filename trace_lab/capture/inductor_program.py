@@ -154,68 +154,119 @@ class KernelUnit:
     kernel: str | None = None
 
 
-def kernel_units(gm: fx.GraphModule, kernels: list[Kernel]) -> tuple[list[KernelUnit], list[str]]:
-    """The post-grad graph's nodes as Inductor runs them: one unit per kernel in call order (a generated
-    kernel's nodes as one fused unit; an extern kernel's op on its own), each preceded by the nodes no kernel
-    computes that it reads (views Inductor reinterprets, getitems); then what the output reads. A node in
-    more than one kernel (inlined into each) belongs to the first. Returns (units, notes)."""
-    nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output", "get_attr")]
-    by_name = {n.name: n for n in nodes}
-    position = {n: i for i, n in enumerate(gm.graph.nodes)}
+def _is_view(n: fx.Node) -> bool:
+    schema = getattr(n.target, "_schema", None)
+    return is_getitem(n) or bool(schema is not None and schema.returns and schema.returns[0].alias_info is not None)
+
+
+def _copy_module(gm: fx.GraphModule) -> fx.GraphModule:
+    graph = fx.Graph()
+    out = graph.graph_copy(gm.graph, {})
+    graph.output(out)
+    return fx.GraphModule(gm, graph)
+
+
+def kernel_units(gm: fx.GraphModule, kernels: list[Kernel]) -> tuple[fx.GraphModule, list[KernelUnit], list[str]]:
+    """The post-grad program as Inductor runs it: (a copy of ``gm``, its units, notes). One unit per kernel in
+    call order (a generated kernel's nodes as one fused unit; an extern kernel's op on its own), each preceded by
+    the nodes no kernel computes that it reads (views Inductor reinterprets). A kernel's provenance can name
+    nodes it cannot compute yet (a ``cat`` names every input the later kernels write into it): a node belongs to
+    the first kernel that lists it and has its inputs by then. A computing node Inductor inlines into several
+    kernels is computed in each: the copy gets one more node per extra kernel (``add_1_1``), as the generated
+    code recomputes it."""
+    gm = _copy_module(gm)
+    graph = gm.graph
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    by_name = {n.name: n for n in graph.nodes}
+    listed = {by_name[x].args[0] if is_getitem(by_name[x]) else by_name[x]
+              for kern in kernels for x in kern.nodes if x in by_name}
+    avail = {n for n in graph.nodes if n.op in ("placeholder", "get_attr")}
     owner: dict[fx.Node, int] = {}
-    notes: list[str] = []
-    for k, kern in enumerate(kernels):
-        for name in kern.nodes:
-            n = by_name.get(name)
-            if n is None:
-                continue
-            if is_getitem(n):
-                n = n.args[0]  # a multi-output op's element runs with its op
-            if n in owner and owner[n] != k:
-                notes.append(f"{name} is computed in {kernels[owner[n]].name} and again in {kern.name}")
-                continue
-            owner[n] = k
     members: dict[int, list[fx.Node]] = {}
-    for n, k in owner.items():
-        members.setdefault(k, []).append(n)
+    notes: list[str] = []
+
+    def have(n: fx.Node, group: set) -> bool:
+        """Whether ``n`` can be read now: computed, in the kernel being formed, or a node no kernel lists
+        (a view) whose inputs can be read."""
+        n = n.args[0] if is_getitem(n) else n
+        if n in avail or n in group:
+            return True
+        return n not in listed and n.op == "call_function" and all(have(a, group) for a in n.all_input_nodes)
+
+    for k, kern in enumerate(kernels):
+        names = dict.fromkeys(by_name[x].args[0] if is_getitem(by_name[x]) else by_name[x]
+                              for x in kern.nodes if x in by_name)
+        group: set = set()
+        again: list[fx.Node] = []
+        for n in sorted(names, key=position.__getitem__):
+            if n in owner:
+                again.append(n)
+            elif all(have(a, group) for a in n.all_input_nodes):
+                group.add(n)
+        for n in again:  # inlined here too: recomputed by this kernel's own copy
+            readers = [u for u in n.users if u in group]
+            if not kern.generated or not readers or _is_view(n) or isinstance(n.meta.get("val"), (list, tuple)):
+                continue
+            with graph.inserting_before(min(readers, key=position.__getitem__)):
+                copy = graph.node_copy(n)
+            for u in readers:
+                u.replace_input_with(n, copy)
+            position[copy] = position[n] + 0.5
+            group.add(copy)
+            notes.append(f"{n.name} is computed in {kernels[owner[n]].name} and again in {kern.name}")
+        for n in group:
+            owner[n] = k
+        members[k] = sorted(group, key=position.__getitem__)
+        avail |= group
+    gm.recompile()
+    position = {n: i for i, n in enumerate(graph.nodes)}
     units: list[KernelUnit] = []
     done: set[fx.Node] = set()
 
-    def ready(n: fx.Node, stack: tuple = ()) -> None:
-        """Emit what ``n`` reads that is not emitted yet: loose nodes in place, a later kernel early."""
+    def ready(n: fx.Node, stack: frozenset = frozenset()) -> None:
+        """Emit what ``n`` reads that is not emitted yet: loose nodes in place (a kernel early, said)."""
         for a in n.all_input_nodes:
             p = a.args[0] if is_getitem(a) else a
             if p in done or p.op in ("placeholder", "get_attr") or p in stack:
                 continue
             if p in owner:
-                k = owner[p]
-                notes.append(f"{kernels[k].name} runs before the kernel computing {n.name} needs it")
-                emit_kernel(k, stack + (n,))
+                notes.append(f"{kernels[owner[p]].name} runs before the kernel computing {n.name} needs it")
+                emit_kernel(owner[p], stack | {n})
             else:
-                ready(p, stack + (n,))
+                ready(p, stack | {n})
                 if p not in done:
                     done.add(p)
                     units.append(KernelUnit([p], False))
 
-    def emit_kernel(k: int, stack: tuple = ()) -> None:
-        group = sorted((m for m in members.get(k, []) if m not in done), key=position.__getitem__)
+    def emit_kernel(k: int, stack: frozenset = frozenset()) -> None:
+        group = [m for m in members.get(k, []) if m not in done]
         if not group:
             return
-        inside = set(group)
+        inside = frozenset(group)
+        grew = True
+        while grew:  # views between the kernel's own nodes (a reshape it reads again) join it
+            grew = False
+            for m in list(group):
+                for a in m.all_input_nodes:
+                    p = a.args[0] if is_getitem(a) else a
+                    if p not in inside and p not in done and p not in owner and p.op == "call_function" \
+                            and any((q.args[0] if is_getitem(q) else q) in inside for q in p.all_input_nodes):
+                        inside |= {p}
+                        group.append(p)
+                        grew = True
+        group.sort(key=position.__getitem__)
         for m in group:
-            ready(m, stack + tuple(inside))
+            ready(m, stack | inside)
         group = [m for m in group if m not in done]
         done.update(group)
-        kern = kernels[k]
-        units.append(KernelUnit(group, kern.generated, kern.name))
+        units.append(KernelUnit(group, kernels[k].generated, kernels[k].name))
 
     for k in range(len(kernels)):
         emit_kernel(k)
-    output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
-    ready(output)
-    for n in nodes:  # computed by no kernel and read by nothing the program returns: kept, in place, said
-        if n not in done and not is_getitem(n):
+    ready(next(n for n in reversed(graph.nodes) if n.op == "output"))
+    for n in graph.nodes:  # computed by no kernel and read by nothing the program returns: kept, in place, said
+        if n.op not in ("placeholder", "output", "get_attr") and n not in done and not is_getitem(n):
             done.add(n)
             units.append(KernelUnit([n], False))
             notes.append(f"{n.name} ({n.target}) is in no kernel Inductor called")
-    return units, notes
+    return gm, units, notes
