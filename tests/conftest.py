@@ -197,6 +197,10 @@ FULL = {
         "test_a_whole_program_through_inductor_matches_within_rounding",  # 24 s
         "test_inputs_are_drawn_inside_the_domain_of_the_ops_that_read_them",  # 17 s
     ),
+    "tests/test_lab_panels.py": (
+        "test_peak_tab_prices_the_remedies_and_try_measures_one",  # 13 s
+        "test_sweep_view_shows_progress_per_configuration_rows_errors_and_the_plot",  # 8 s
+    ),
     "tests/test_line_profile.py": (
         "test_every_line_of_forward_and_backward_is_timed",  # 7 s
         "test_per_source_sums_add_up_and_the_text_reads",  # 4 s

@@ -61,6 +61,15 @@ def sweep(fn, *args, **options):
     return _sweep(fn, *args, **options)
 
 
+def sweep_view(fn, *args, **options):
+    """:func:`sweep` as a notebook widget: run in the background, a progress bar per configuration, the rows and
+    the plot (measured and predicted peak) drawn as each configuration ends; ``.result`` is the Sweep
+    (:mod:`trace_lab.notebook.lab_panels`)."""
+    from .notebook.lab_panels import sweep_view as _sweep_view
+
+    return _sweep_view(fn, *args, **options)
+
+
 def saved_for_backward(jfn):
     """The tensors each forward keeps for its own backward: name, shape, dtype, bytes, op, source line, who
     holds it, whether it is cheap to recompute (:mod:`trace_lab.analysis.saved`); ``str()`` is a table. Call

@@ -25,6 +25,8 @@ savings, and a call that reruns with one and measures the saving beside the pred
    decomposition differs) says so instead of pricing;
 4. :meth:`PeakExplanation.try_remedy` reruns with a remedy's options (and program, and joint-graph tags) and
    measures: ``measured_saving`` (the run's measured peak minus the remedy run's) stands beside ``predicted_saving``.
+   Displayed in a notebook, an explanation is a panel with a **Try** button per remedy (the Peak tab of a
+   ``%%thunder_trace`` output has it too): :mod:`trace_lab.notebook.lab_panels`.
 
 Not priced (said in the explanation's notes): sharding with FSDP (it needs N processes to run, and its meta-device
 prediction is another module's work).
@@ -76,12 +78,12 @@ class PeakExplanation:
                 return r
         raise TraceLabError(f"explain_peak: no remedy {name!r}; priced: {', '.join(r.name for r in self.considered)}")
 
-    def try_remedy(self, name: str) -> Remedy:
+    def try_remedy(self, name: str, progress=None) -> Remedy:
         """Rerun with remedy ``name``'s options, measure the explained part's peak; the remedy, with
-        ``measured_saving`` filled in beside ``predicted_saving``."""
+        ``measured_saving`` filled in beside ``predicted_saving``. ``progress``: as trace_lab.inspect's."""
         remedy = self.remedy(name)
         tags = _RecomputeTags(remedy.recompute) if remedy.recompute else None
-        report = self._rerun(remedy.options, remedy.fn, tags)
+        report = self._rerun(remedy.options, remedy.fn, tags, progress)
         if tags is not None and tags.missing():
             raise TraceLabError(f"{name}: the rerun's joint graph has no {', '.join(tags.missing())} (as priced): "
                                 "nothing was recomputed, so nothing is measured")
@@ -118,6 +120,25 @@ class PeakExplanation:
     def _repr_pretty_(self, printer, cycle) -> None:
         printer.text(str(self))
 
+    def _repr_html_(self) -> str:
+        """The breakdown (the report's Peak view) and the remedies table: static HTML, every name escaped."""
+        from ..report.depth_html import peak_html, remedies_html
+
+        return (f"<div class='tl-report'>{peak_html({'peak': {'data': self.breakdown.to_dict()}})}"
+                f"{remedies_html(self)}</div>")
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """In a notebook: the Peak panel (a Try button per remedy: trace_lab.notebook.lab_panels.PeakPanel) with
+        the static HTML and the text beside it, for exports without widget state."""
+        data = {}
+        try:
+            from ..notebook.lab_panels import PeakPanel
+
+            data.update(PeakPanel(self).widget._repr_mimebundle_() or {})
+        except ImportError:  # no ipywidgets: the static view
+            pass
+        return {**data, "text/plain": str(self), "text/html": self._repr_html_()}
+
 
 def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=None, kwargs=None,
                  **options) -> PeakExplanation:
@@ -130,10 +151,10 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
 
     options = {k: v for k, v in options.items() if k != "runs"}
 
-    def rerun(changes: dict, other=None, tags=None):
+    def rerun(changes: dict, other=None, tags=None, progress=None):
         with joint_graph_hook(tags):
             return inspect(fn if other is None else other, *args, loss=loss, kwargs=kwargs,
-                           **{**options, **changes, "runs": 0})
+                           **{**options, **changes, "runs": 0, **({"progress": progress} if progress else {})})
 
     report = rerun({})
     breakdown = report.explain_peak(kind or report.peak_part(program), program)

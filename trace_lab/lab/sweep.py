@@ -11,7 +11,8 @@ whether it matched eager. A configuration that fails is a row with its error; th
 
 ``front`` marks the rows no other row beats on both time and measured peak (lower or equal on both, lower on
 one): the configurations worth choosing between. ``str()`` is a table; the HTML view adds the scatter plot.
-Progress: ``progress(done, total, label)`` before each configuration and once at the end.
+Progress: ``progress(done, total, label)`` before each configuration and once at the end; ``on_row(row)`` after
+each configuration's row is made (the notebook's view shows rows as they come: ``trace_lab.sweep_view``).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ..errors import TraceLabError
 
-__all__ = ["SweepRow", "Sweep", "sweep", "DEFAULT_CONFIGS"]
+__all__ = ["SweepRow", "Sweep", "sweep", "checked_configs", "DEFAULT_CONFIGS"]
 
 # every fusion strategy with the default executor, and the partitioner's memory budget at two settings
 DEFAULT_CONFIGS = ({"fusion": "none"}, {"fusion": "horizontal"}, {"fusion": "dataflow"}, {"fusion": "memory"},
@@ -80,7 +81,7 @@ class Sweep:
         printer.text(str(self))
 
     def svg(self) -> str:
-        """The scatter plot: step time against measured peak, the front joined and marked."""
+        """The scatter plot: step time against peak, measured and predicted, the front joined and marked."""
         from ..report.sweep_plot import sweep_svg
 
         return sweep_svg(self.rows)
@@ -118,6 +119,12 @@ def _memory_budget(value):
         yield
 
 
+def _add(result: Sweep, row: SweepRow, on_row) -> None:
+    result.rows.append(row)
+    if on_row is not None:
+        on_row(row)
+
+
 def _pareto(rows: list[SweepRow]) -> None:
     scored = [r for r in rows if r.ok and r.step_ms is not None and r.measured_peak is not None]
     for r in scored:
@@ -125,17 +132,23 @@ def _pareto(rows: list[SweepRow]) -> None:
                           and (o.step_ms < r.step_ms or o.measured_peak < r.measured_peak) for o in scored)
 
 
-def sweep(fn, *args, configs=None, runs: int = 3, progress=None, loss=None, kwargs=None, **common) -> Sweep:
-    """Run ``fn(*args)`` under each configuration (module docstring); ``common`` options apply to all."""
-    from .inspection import inspect
-
+def checked_configs(configs) -> list[dict]:
+    """The configurations to run (None: :data:`DEFAULT_CONFIGS`), copied; a TraceLabError for a bad list."""
     configs = list(DEFAULT_CONFIGS if configs is None else configs)
     if not configs:
         raise TraceLabError("sweep: give at least one configuration (a dict of options), or none for the defaults")
     for c in configs:
         if not isinstance(c, dict):
             raise TraceLabError(f"sweep: each configuration is a dict of options, got {type(c).__name__}: {c!r}")
-    configs = [dict(c) for c in configs]
+    return [dict(c) for c in configs]
+
+
+def sweep(fn, *args, configs=None, runs: int = 3, progress=None, on_row=None, loss=None, kwargs=None,
+          **common) -> Sweep:
+    """Run ``fn(*args)`` under each configuration (module docstring); ``common`` options apply to all."""
+    from .inspection import inspect
+
+    configs = checked_configs(configs)
     result = Sweep(notes=[
         "peak: the part (forward or backward) with the higher measured peak above its inputs; its prediction beside it",
         f"step: median of {runs} timed calls after the first (forward and backward)"])
@@ -151,7 +164,7 @@ def sweep(fn, *args, configs=None, runs: int = 3, progress=None, loss=None, kwar
         except Exception as e:  # noqa: BLE001 - a failing configuration is a row, the sweep goes on
             text = str(e).strip().splitlines()
             row.error = f"{type(e).__name__}: {text[0] if text else ''}"
-            result.rows.append(row)
+            _add(result, row, on_row)
             continue
         result.device = result.device or report.device
         row.ok = report.ok
@@ -159,7 +172,7 @@ def sweep(fn, *args, configs=None, runs: int = 3, progress=None, loss=None, kwar
         part = report.peak_part()
         if part is not None:
             row.part, row.measured_peak, row.predicted_peak = part, report.measured_peak(part), report.predicted_peak(part)
-        result.rows.append(row)
+        _add(result, row, on_row)
     if progress is not None:
         progress(len(configs), len(configs), "")
     _pareto(result.rows)

@@ -56,6 +56,19 @@ class CellRunner:
             out.append((name, run_peer(fn, args, peer, runs=options.runs, name=name, loss=lambda out: None)))
         return out
 
+    def explain_peak(self, options: RunOptions, kind: str | None = None, program: int = -1, progress=None):
+        """``trace_lab.explain_peak`` of the cell under ``options`` (the Peak tab's **price remedies**): run in this
+        process, the cell's own ``.backward()`` as it is; nothing is written back."""
+        from ..errors import TraceLabError
+        from ..lab.peak import explain_peak
+        from ..options import names
+
+        if options.nproc is not None or options.fsdp is not None:
+            raise TraceLabError("price remedies: the explainer runs the cell in this process; not for --nproc/--fsdp")
+        fn, args = self.program.build(self.user_ns, self.function_name)
+        given = {n: getattr(options, n) for n in names("cell") if n in names("inspect") and n != "runs"}
+        return explain_peak(fn, *args, kind=kind, program=program, loss=lambda out: None, progress=progress, **given)
+
     def predict(self):
         """``trace_lab.predict`` of the cell (``--meta``): its inputs and the modules it reads as meta twins."""
         from ..run.predict import predict

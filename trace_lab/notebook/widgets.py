@@ -7,7 +7,9 @@ bars; a stage longer than ``LAZY_LINES`` shows a window around its head, peak
 and tail until "whole trace" is pressed, so the widget state stays small), Graph (before/after fusion, rendered when the tab is opened), Memory
 (one curve per run), Compare (one row per run, best values starred), and the selected part's
 depth views (:mod:`trace_lab.report.depth_html`): Saved (for backward), Diff (first -> last
-stage, or any two stages of this run or two runs picked above it: :mod:`.diff_picker`), Regions (why each fused region ends, with a region picker whose **show code** and
+stage, or any two stages of this run or two runs picked above it: :mod:`.diff_picker`), Peak (the peak line's
+buffers; **price remedies** runs the cell through trace_lab.explain_peak and each remedy's **Try** reruns and
+measures it: :mod:`.lab_panels`), Regions (why each fused region ends, with a region picker whose **show code** and
 **export repro** buttons give its generated code and a standalone repro file: :mod:`.region_tools`); and Timeline (a ``--profile`` run's lines timed on
 a host and a device lane, :mod:`trace_lab.report.line_timeline`; the Trace tab then shows each
 line's time).
@@ -43,6 +45,7 @@ from __future__ import annotations
 import threading
 import time
 
+from ..errors import TraceLabError
 from ..options import SCHEMA
 from ..report.html import (BARS_LEGEND, LAZY_LINES, code_html, compare_html, css, error_html, esc, memory_html,
                            report_parts, report_html, summary_html)
@@ -52,6 +55,7 @@ from ..report.line_timeline import timeline_html
 from .graph_widget import GraphView
 from .diff_picker import DiffPicker
 from .region_tools import RegionTools
+from .lab_panels import PeakPanel
 from .progress import RunProgress
 from .runner import RunOptions
 from .session import Session
@@ -116,7 +120,9 @@ class LabView:
         self.region_tools = RegionTools(W)  # a region's generated code and repro file, above the Regions view
         self.timeline = W.HTML()  # the shown run's lines timed on two lanes (a --profile run)
         self.diff_picker = DiffPicker(W)  # any two stages of the selected part, in this run or two runs
-        heads = {"Regions": self.region_tools.widget, "Diff": self.diff_picker.widget}
+        # the selected part's remedies: price remedies runs trace_lab.explain_peak on the cell, Try measures one
+        self.peak_tools = PeakPanel(explain=self._explain_part)
+        heads = {"Regions": self.region_tools.widget, "Diff": self.diff_picker.widget, "Peak": self.peak_tools.widget}
         depth_tabs = [W.VBox([heads[view], w]) if view in heads else w for view, w in self.depth.items()]
         # the hooks tests and user CSS use: the whole tab where a picker heads it (the diff is drawn by the picker)
         self.depth_areas = dict(zip(self.depth, depth_tabs))
@@ -359,6 +365,8 @@ class LabView:
         for view, w in self.depth.items():
             w.value = _wrap(part_depth_html(view, part))
         self.region_tools.show(self._shown.report if self._shown is not None else None, part)
+        self.peak_tools.clear()
+        self.peak_tools.part = part
         self.diff_picker.show([(r.label, r.report) for r in self.table_session.runs], part.label if part else None,
                               self._shown.report if self._shown is not None else None)
         if self.diff_picker.out.value:  # the picker draws the diff; the stored first -> last one would repeat it
@@ -367,6 +375,21 @@ class LabView:
         self.graph_view.clear()
         if self.tabs.selected_index == 2:
             self._render_graph()
+
+    def _explain_part(self, progress):
+        """``trace_lab.explain_peak`` of the cell for the selected part, with the shown run's options (the Peak
+        tab's **price remedies**; in the panel's thread)."""
+        part, run = self.peak_tools.part, self._shown
+        if part is None or run is None:
+            raise TraceLabError("no program part selected")
+        if getattr(run.report, "peer", None):
+            raise TraceLabError(f"{run.label} is a --baseline peer's run: it traces nothing to explain")
+        if not hasattr(self.runner, "explain_peak"):
+            raise TraceLabError("this output's runner cannot run the cell again to explain its peak")
+        shown = {k: v for k, v in run.report.options.items() if k in self.options.to_dict()}
+        positions = sorted(p["index"] for p in run.report.programs)
+        return self.runner.explain_peak(self.options.changed(**shown), "backward" if part.kind == "backward"
+                                        else "forward", positions.index(part.program), progress)
 
     def _refresh_memory(self, part) -> None:
         self.memory.value = _wrap(memory_html([(r.label, r.report) for r in self.table_session.runs],

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..ir.printer import format_bytes
 from .packing import esc
 
-__all__ = ["DEPTH_VIEWS", "part_depth_html", "depth_panels"]
+__all__ = ["DEPTH_VIEWS", "part_depth_html", "depth_panels", "remedies_html", "remedy_cells", "REMEDY_HEAD"]
 
 DEPTH_VIEWS = ("Peak", "Saved", "Diff", "Regions")
 
@@ -50,7 +50,8 @@ def peak_html(depth: dict) -> str:
            f"(<code>{esc(d['op'])}</code>): the buffers alive while it runs, by kind and by the source line that made "
            "them. The rows add up to the peak (with the line's own workspace, less inputs freed before it); the "
            f"caller's inputs ({esc(format_bytes(held))}) are not part of it. <code>trace_lab.explain_peak(fn, *args)</code> "
-           "prices remedies (other strategies, checkpointing repeated blocks) and reruns one to measure its saving.</p>"]
+           "prices remedies (other strategies, checkpointing repeated blocks, recomputing a saved activation) and reruns "
+           "one to measure its saving (in the notebook: <b>price remedies</b> above, then <b>Try</b>).</p>"]
     head = ("kind", "bytes", "source", "made by", "tensors")
     body = []
     for r in d["rows"]:
@@ -67,6 +68,29 @@ def peak_html(depth: dict) -> str:
     out.append('<div class="tl-scroll"><table class="tl-compare"><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head)
                + "</tr>" + "".join(body) + "</table></div>")
     return "".join(out)
+
+
+REMEDY_HEAD = ("remedy", "predicted saving", "measured saving", "matches eager", "why")
+
+
+def remedy_cells(r) -> tuple:
+    """One remedy's cells (a trace_lab.lab.peak.Remedy): name, savings (negative: it costs memory), eager check."""
+    return (r.name, format_bytes(r.predicted_saving), "-" if r.measured_saving is None else format_bytes(r.measured_saving),
+            "-" if r.ok is None else ("yes" if r.ok else "NO"), r.why)
+
+
+def remedies_html(explanation) -> str:
+    """The remedies a PeakExplanation priced, each with its predicted saving and, once tried, the measured one."""
+    rows = explanation.considered
+    if not rows:
+        body = '<div class="tl-placeholder">no remedy was priced for this part</div>'
+    else:
+        body = ('<div class="tl-scroll"><table class="tl-compare"><tr>' + "".join(f"<th>{esc(h)}</th>" for h in REMEDY_HEAD)
+                + "</tr>" + "".join("<tr>" + "".join(f"<td class='tl-wrap'>{esc(c)}</td>" for c in remedy_cells(r))
+                                    + "</tr>" for r in rows) + "</table></div>")
+    notes = "".join(f"<li>{esc(n)}</li>" for n in explanation.notes)
+    return (f"<p><b>remedies</b>, predicted on the meta device for this part; <code>try_remedy(name)</code> (or "
+            f"<b>Try</b> in the notebook) reruns with one and measures its saving:</p>{body}<ul>{notes}</ul>")
 
 
 def diff_html(depth: dict) -> str:
