@@ -233,6 +233,10 @@ FULL = {
         "test_a_model_too_big_to_allocate_is_predicted_on_meta_and_the_users_module_is_untouched",  # 12 s
         "test_attention_is_the_meta_devices_math_path_and_the_prediction_says_so",  # 6 s
     ),
+    "tests/test_predict_fsdp.py": (
+        "test_each_of_two_ranks_measures_what_predict_says_and_a_users_group_is_left_alone",  # 31 s
+        "test_each_of_four_ranks_measures_what_predict_says",  # 89 s
+    ),
     "tests/test_random_ops.py": (
         "test_dropout_and_randn_match_eager_exactly",  # 52 s
     ),

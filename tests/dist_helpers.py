@@ -59,3 +59,14 @@ def schedule_facts(trace) -> dict:
     facts["reduce_scatters"] = sum(1 for n in ops if n.op == "call_function"
                                    and n.target is C10D.reduce_scatter_tensor.default)
     return facts
+
+
+def collective_bytes(trace) -> int:
+    """Bytes of every collective's input and output in a program (what gloo may stage beside them)."""
+    total = 0
+    for n in trace.ops:
+        if n.op == "call_function" and getattr(n.target, "namespace", "") == "_c10d_functional" \
+                and "wait" not in str(n.target):
+            for v in (n.args[0].meta["val"], n.meta["val"]):
+                total += v.numel() * v.element_size()
+    return total

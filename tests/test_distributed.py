@@ -13,7 +13,7 @@ import torch
 import trace_lab
 import trace_lab.distributed as tld
 from examples import workloads
-from tests.dist_helpers import schedule_facts
+from tests.dist_helpers import collective_bytes as _collective_bytes, schedule_facts
 
 pytestmark = pytest.mark.distributed
 
@@ -125,17 +125,6 @@ class _Chain(torch.nn.Module):
         for layer in self.layers:
             x = torch.relu(layer(x))
         return x
-
-
-def _collective_bytes(trace) -> int:
-    """Bytes of every collective's input and output in a program."""
-    total = 0
-    for n in trace.ops:
-        if n.op == "call_function" and getattr(n.target, "namespace", "") == "_c10d_functional" \
-                and "wait" not in str(n.target):
-            for v in (n.args[0].meta["val"], n.meta["val"]):
-                total += v.numel() * v.element_size()
-    return total
 
 
 def _memory_scenarios():

@@ -33,7 +33,7 @@ import torch.nn.utils.parametrize as parametrize
 from ..errors import TraceLabError
 from ..capture.session import program_parts
 
-__all__ = ["shard_module", "shard_of", "Unshard", "sharded_parameters", "gather_full_parameters",
+__all__ = ["shard_module", "shard_parameters", "shard_of", "Unshard", "sharded_parameters", "gather_full_parameters",
            "group_name_of", "shard_for_jit", "check_fsdp_reached", "UNSHARD", "REDUCE_GRAD"]
 
 
@@ -129,7 +129,13 @@ def shard_module(module: nn.Module, group=None) -> nn.Module:
     """
     name = group_name_of(group)
     pg = group or dist.group.WORLD
-    world, rank = dist.get_world_size(pg), dist.get_rank(pg)
+    return shard_parameters(module, dist.get_rank(pg), dist.get_world_size(pg), name)
+
+
+def shard_parameters(module: nn.Module, rank: int, world_size: int, group_name: str) -> nn.Module:
+    """:func:`shard_module`'s layout for rank ``rank`` of ``world_size`` in the group named ``group_name``,
+    in place, without asking ``torch.distributed`` who we are: ``trace_lab.predict(..., fsdp=, world_size=)``
+    shards a meta-device twin of the user's module this way for a fake group of ``world_size`` ranks."""
     if sharded_parameters(module):
         raise TraceLabError("shard_module: the module is already sharded (shard_module was called on it, or on one of "
                             "its submodules, before); shard it once, from the root module")
@@ -146,9 +152,10 @@ def shard_module(module: nn.Module, group=None) -> nn.Module:
                 raise TraceLabError(f"shard_module: parameter {full_name!r} is tied to {seen[id(p)]!r}; "
                                     "tied parameters are not supported")
             seen[id(p)] = full_name
-            shard = nn.Parameter(shard_of(p, rank, world), requires_grad=p.requires_grad)
+            shard = nn.Parameter(shard_of(p, rank, world_size), requires_grad=p.requires_grad)
             mod._parameters[pname] = shard
-            parametrize.register_parametrization(mod, pname, Unshard(p.shape, p.numel(), world, name), unsafe=True)
+            parametrize.register_parametrization(mod, pname, Unshard(p.shape, p.numel(), world_size, group_name),
+                                                 unsafe=True)
     return module
 
 

@@ -20,6 +20,17 @@ by op on meta, since nothing compiles for the meta device (:class:`_MetaPlanner`
 (convolutions, FFTs, sorts) and compiled regions' workspace are measured on a real
 device, so on meta they count as zero (the Trace marks them as lower bounds); kernels
 chosen per device (attention) are the meta device's.
+
+FSDP (issue 28 item 4): ``predict(model, x, fsdp="zero3", world_size=N)`` predicts what each of N ranks
+holds without N processes. A fake process group of N ranks (:func:`trace_lab.distributed.fake_group.fake_group`:
+torch's ``FakeProcessGroup``; a default group the user already has is left alone) names the group; a
+meta twin of the module (and of the modules among the arguments) is sharded as ``trace_lab.jit(model,
+fsdp=...)`` shards the real one (:func:`~trace_lab.distributed.sharding.shard_parameters`: flat padded 1-D
+shards read through ``fsdp_unshard``), and the jit's own fsdp lowering, ``sort_waits`` and in-flight limit
+make the programs whose liveness is priced. Every rank holds a shard of ``ceil(numel / N)`` elements per
+parameter (the last rank's is padded with zeros), so every rank runs the same programs on tensors of the
+same shapes: the figures are each rank's, given the inputs one rank is called with. The notes say what the
+model leaves out (the communication library's buffers, fragmentation, the optimizer state).
 """
 from __future__ import annotations
 
@@ -62,6 +73,8 @@ class Prediction:
     device: str
     parts: list[PartPeak] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    fsdp: str | None = None  # "zero2" / "zero3": the figures are one rank's of ``world_size`` (every rank's alike)
+    world_size: int | None = None
 
     def part(self, strategy: str, kind: str = "forward", program: int = 0) -> PartPeak:
         for p in self.parts:
@@ -74,7 +87,14 @@ class Prediction:
         return self.part(strategy, kind, program).peak_above_inputs
 
     def to_dict(self) -> dict:
-        return {"device": self.device, "parts": [vars(p) for p in self.parts], "notes": list(self.notes)}
+        return {"device": self.device, "parts": [vars(p) for p in self.parts], "notes": list(self.notes),
+                "fsdp": self.fsdp, "world_size": self.world_size}
+
+    def _scope(self) -> str:
+        """What the figures are of: one process, or each rank of an FSDP run."""
+        if not self.fsdp:
+            return ""
+        return f", fsdp {self.fsdp} on {self.world_size} rank{'s' if self.world_size != 1 else ''}: each rank's figures"
 
     def _repr_pretty_(self, printer, cycle) -> None:  # IPython's text form: the table
         printer.text(str(self))
@@ -89,7 +109,7 @@ class Prediction:
                        for p in self.parts)
         notes = "".join(f"<li>{escape(n)}</li>" for n in self._bound_notes() + self.notes)
         return (f"<div class='tl-report'><b>predicted on the meta device ({escape(self.device)} allocator "
-                "modelled): nothing was allocated or run</b><table><tr><th>strategy</th><th>program</th>"
+                "modelled{escape(self._scope())}): nothing was allocated or run</b><table><tr><th>strategy</th><th>program</th>"
                 f"<th>peak above inputs</th><th>high-water incl. inputs</th></tr>{rows}</table><ul>{notes}</ul></div>")
 
     def __str__(self) -> str:
@@ -99,7 +119,7 @@ class Prediction:
         rows = [head] + [(p.strategy, f"{p.kind} #{p.program}", _figure(p, p.peak_above_inputs),
                           _figure(p, p.high_water)) for p in self.parts]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-        lines = [f"predicted on the meta device, {self.device} allocator modelled"]
+        lines = [f"predicted on the meta device, {self.device} allocator modelled{self._scope()}"]
         lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         return "\n".join(lines + [f"note: {n}" for n in self._bound_notes() + self.notes])
 
@@ -149,12 +169,13 @@ class _MetaPlanner(Executor):
                                source=program.source, generated=program)
 
 
-def _meta_module(module: torch.nn.Module) -> torch.nn.Module:
+def _meta_module(module: torch.nn.Module, memo: dict | None = None) -> torch.nn.Module:
     """A twin of ``module`` whose parameters and buffers are meta tensors, made without copying a weight: the
-    deep copy finds every tensor already in its memo (the module itself is untouched)."""
+    deep copy finds every tensor already in its memo (the module itself is untouched). Twins made with one
+    shared ``memo`` share what their originals share (a submodule passed beside its parent)."""
     import copy
 
-    memo: dict = {}
+    memo = {} if memo is None else memo
     for t in list(module.parameters()) + list(module.buffers()):
         if id(t) not in memo:
             twin = _meta(t.detach())
@@ -163,16 +184,16 @@ def _meta_module(module: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(module, memo)
 
 
-def _meta(x):
+def _meta(x, memo: dict | None = None):
     if isinstance(x, torch.nn.Module):  # a module the function reads as an argument (a notebook cell's model)
-        return _meta_module(x)
+        return _meta_module(x, memo)
     if isinstance(x, torch.Tensor):
         t = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
         return t.requires_grad_(x.requires_grad) if x.is_floating_point() or x.is_complex() else t
     if isinstance(x, (list, tuple)):
-        return type(x)(_meta(v) for v in x)
+        return type(x)(_meta(v, memo) for v in x)
     if isinstance(x, dict):
-        return {k: _meta(v) for k, v in x.items()}
+        return {k: _meta(v, memo) for k, v in x.items()}
     return x
 
 
@@ -197,8 +218,63 @@ def _loss(out):
     return default_loss(out)
 
 
+FSDP_MODES = ("zero2", "zero3")
+
+FSDP_NOTES = [
+    "every rank holds a flat shard of ceil(numel / world_size) elements per parameter (the last rank's padded "
+    "with zeros), so every rank runs the same programs on tensors of the same shapes: these figures are each "
+    "rank's, for the inputs one rank is called with (its slice of the batch)",
+    "left out of an FSDP rank's figures: the communication library's own memory (gloo stages each collective "
+    "through buffers of its own; NCCL's channel buffers and workspace, on the GPU), the allocator's "
+    "fragmentation and the blocks it keeps cached (reserved beyond allocated), the CUDA context, the optimizer "
+    "state (e.g. Adam's two moments per shard) and gradients kept across steps (.grad of the shards)",
+]
+
+
+def _check_fsdp(fn, args, kwargs, fsdp, world_size) -> None:
+    """Bad ``fsdp`` / ``world_size`` arguments: a TraceLabError saying what to give (before anything runs)."""
+    if fsdp is None:
+        if world_size is not None:
+            raise TraceLabError(f"predict(world_size={world_size!r}) without fsdp: the ranks of a world only differ "
+                                f"when parameters are sharded; give fsdp='zero2' or 'zero3' too (a replica's "
+                                "peak is predict(...) without both)")
+        return
+    if fsdp not in FSDP_MODES:
+        raise TraceLabError(f"predict(fsdp={fsdp!r}): unknown; choose 'zero2' (gathered parameters kept for the "
+                            "backward) or 'zero3' (gathered again in the backward)")
+    if world_size is None:
+        raise TraceLabError(f"predict(fsdp={fsdp!r}) needs world_size=N, the number of ranks the parameters are "
+                            "sharded across")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise TraceLabError(f"predict(fsdp={fsdp!r}, world_size={world_size!r}): world_size is the number of "
+                            "ranks, an integer >= 1")
+    from ..distributed.sharding import sharded_parameters
+
+    modules = [m for m in [fn, *args, *kwargs.values()] if isinstance(m, torch.nn.Module)]
+    done = [type(m).__name__ for m in modules if sharded_parameters(m)]
+    if done:
+        raise TraceLabError(f"predict(fsdp={fsdp!r}): {done[0]} is sharded already (shard_module or "
+                            "trace_lab.jit(fsdp=) sharded it); pass the unsharded module: predict shards a meta twin "
+                            "of it for the world_size it is given and leaves the module itself alone")
+    if not any(p is not None for m in modules for p in m.parameters()):
+        raise TraceLabError(f"predict(fsdp={fsdp!r}): nothing to shard: pass an nn.Module with parameters (as fn, "
+                            "or among the arguments of a function that calls it)")
+
+
+def _shard_twins(memo: dict, world_size: int, group_name: str) -> None:
+    """Shard, as rank 0 of the fake group, every meta twin module of ``memo`` that no other twin contains."""
+    from ..distributed.sharding import shard_parameters
+
+    twins = [m for m in memo.values() if isinstance(m, torch.nn.Module)]
+    inner = {id(sub) for m in twins for sub in m.modules() if sub is not m}
+    for m in twins:
+        if id(m) not in inner and any(True for _ in m.parameters()):
+            shard_parameters(m, 0, world_size, group_name)
+
+
 def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "inductor", loss=None,
-            kwargs: dict | None = None) -> Prediction:
+            kwargs: dict | None = None, fsdp: str | None = None, world_size: int | None = None,
+            sort_waits: bool = True, max_inflight_gathers="auto") -> Prediction:
     """Predicted peak memory of ``fn(*args)`` (forward, and backward when an output requires grad) for each
     fusion strategy (default: every strategy but ``auto``), computed on the meta device.
 
@@ -207,7 +283,15 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
     rules (``"auto"``: the one the modelled device would get); ``"eager"`` runs regions op by op (their
     values materialise), the others model compiled regions. A row whose figure is a lower bound (an op's
     scratch unknown on meta) is written ``>= N`` with a note naming the ops. ``loss(out)`` gives the
-    scalar the backward starts from (default: the sum of the floating outputs that require grad)."""
+    scalar the backward starts from (default: the sum of the floating outputs that require grad).
+
+    ``fsdp="zero2"|"zero3"`` with ``world_size=N``: each rank's peaks in an FSDP run of N ranks, as
+    ``trace_lab.jit(model, fsdp=..., sort_waits=..., max_inflight_gathers=...)`` would run it, without N
+    processes: a meta twin of ``fn`` (an ``nn.Module``; or the modules among a function's arguments) is
+    sharded for a fake process group of N ranks, and ``args`` are what one rank is called with (its slice of
+    the batch). Every rank's shards have the same shapes (the last one padded), so the figures are every
+    rank's; the notes say what they leave out (communication buffers, fragmentation, optimizer state).
+    The user's module and any process group the user has are left as they are."""
     if device not in ("cuda", "cpu"):
         raise TraceLabError(f"predict(device={device!r}): the allocator modelled is 'cuda' or 'cpu'")
     chosen = list(strategies) if strategies is not None else [s for s in FUSION_STRATEGIES if s != "auto"]
@@ -215,18 +299,37 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
     if unknown:
         raise TraceLabError(f"predict: unknown strategies {unknown}; choose from "
                             f"{', '.join(s for s in FUSION_STRATEGIES if s != 'auto')}")
-    from .jit import jit
-
-    rounding = CUDA_ROUNDING if device == "cuda" else 1
+    _check_fsdp(fn, args, dict(kwargs or {}), fsdp, world_size)
     exec_name, _ = resolve_executor(executor, torch.device(device))
-    meta_args, meta_kwargs = _meta(list(args)), _meta(dict(kwargs or {}))
-    result = Prediction(device=device, notes=[
+    result = Prediction(device=device, fsdp=fsdp, world_size=world_size if fsdp else None, notes=[
         "op scratch (convolutions, FFTs, sorts) and compiled regions' workspace are measured on a real device: "
         "on meta they count as zero, so a program using them is a lower bound",
         "attention runs as the meta device's math path: where a device picks a flash or memory-efficient "
         "attention kernel, its program and peak differ"])
+    if not fsdp:
+        meta_args, meta_kwargs = _meta(list(args)), _meta(dict(kwargs or {}))
+        _predict_strategies(result, _on_meta(fn), meta_args, meta_kwargs, chosen, exec_name, loss, {})
+        return result
+    from ..distributed.fake_group import fake_group
+
+    result.notes += FSDP_NOTES
+    memo: dict = {}  # one memo: a submodule passed beside its parent is one twin, sharded once with it
+    twin = _meta_module(fn, memo) if isinstance(fn, torch.nn.Module) else fn
+    meta_args, meta_kwargs = _meta(list(args), memo), _meta(dict(kwargs or {}), memo)
+    with fake_group(world_size) as group_name:
+        _shard_twins(memo, world_size, group_name)
+        _predict_strategies(result, twin, meta_args, meta_kwargs, chosen, exec_name, loss,
+                            dict(fsdp=fsdp, sort_waits=sort_waits, max_inflight_gathers=max_inflight_gathers))
+    return result
+
+
+def _predict_strategies(result: Prediction, fn, meta_args, meta_kwargs, chosen, exec_name, loss, options) -> None:
+    """Each strategy's program run on meta (and its backward), its parts priced into ``result``."""
+    from .jit import jit
+
+    rounding = CUDA_ROUNDING if result.device == "cuda" else 1
     for strategy in chosen:
-        jfn = jit(_on_meta(fn), fusion=strategy, executor=exec_name)
+        jfn = jit(fn, fusion=strategy, executor=exec_name, **options)
         planner = _MetaPlanner(get_executor(exec_name, jfn.options))
         jfn.use_executor(planner)
         if loss is not None:  # a custom loss's gradients are autograd's fresh tensors (analysis/handover.py)
@@ -240,4 +343,3 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
                                     rounding=rounding)
             result.parts.append(PartPeak(strategy, program.index, part.kind, live.peak_above_inputs_bytes,
                                          live.peak_bytes, live.entry_bytes, _lower_bound(part.traces[-1])))
-    return result
