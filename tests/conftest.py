@@ -236,6 +236,7 @@ FULL = {
     "tests/test_predict_fsdp.py": (
         "test_each_of_two_ranks_measures_what_predict_says_and_a_users_group_is_left_alone",  # 31 s
         "test_each_of_four_ranks_measures_what_predict_says",  # 89 s
+        "test_magic_meta_with_fsdp_predicts_each_rank_without_starting_one",  # 15 s
     ),
     "tests/test_random_ops.py": (
         "test_dropout_and_randn_match_eager_exactly",  # 52 s

@@ -244,3 +244,45 @@ def test_bad_fsdp_arguments_say_what_to_give():
     with pytest.raises(TraceLabError, match="nothing to shard"):
         trace_lab.predict(torch.nn.ReLU(), x, fsdp="zero2", world_size=2)
     assert not dist.is_initialized()
+
+
+# -- the magic: %%thunder_trace --meta --fsdp zero3 --nproc N ----------------------------------------------------
+from tests.notebook.test_magic_peers_meta import ip  # noqa: E402,F401 - the IPython test shell fixture
+
+
+def test_magic_meta_with_fsdp_predicts_each_rank_without_starting_one(ip):
+    model, x = _make(), _batch(0)
+    ip.user_ns.update(fmodel=model, fx=x)
+    shown = []
+    ip.display_pub.publish = lambda data, *a, **k: shown.append(data)
+    try:
+        result = ip.run_cell("%%thunder_trace --meta --fsdp zero3 --nproc 4 --max-inflight 1\n"
+                             "loss = fmodel(fx).sum()\n")
+    finally:
+        ip.display_pub.publish = lambda *a, **k: None
+    assert result.error_in_exec is None, result.error_in_exec
+    assert not dist.is_initialized() and not tld.sharded_parameters(model) and "loss" not in ip.user_ns
+    (data,) = shown
+    text = data["text/plain"]
+    assert "fsdp zero3 on 4 ranks: each rank's figures" in text and "optimizer state" in text
+    # the cell's forward, as predict gives it for the module called with the same options
+    direct = trace_lab.predict(lambda m, t: m(t).sum(), model, x, fsdp="zero3", world_size=4, max_inflight_gathers=1,
+                               strategies=["none"], device="cpu", loss=lambda out: None)
+    row = [ln for ln in text.splitlines() if ln.split()[:1] == ["none"]][0]
+    assert _figure_text(direct.peak("none", "forward")) in row, (row, direct)
+
+
+def test_magic_meta_with_fsdp_or_nproc_alone_says_what_to_add(ip):
+    from IPython.core.error import UsageError
+
+    ip.user_ns.update(fmodel=_make(), fx=_batch(0))
+    for line, message in (("--meta --fsdp zero3", r"give --nproc N"), ("--meta --nproc 2", r"without --fsdp")):
+        with pytest.raises(UsageError, match=message):
+            ip.run_cell_magic("thunder_trace", line, "loss = fmodel(fx).sum()\n")
+    assert not dist.is_initialized()
+
+
+def _figure_text(n: int) -> str:
+    from trace_lab.ir.printer import format_bytes
+
+    return format_bytes(n)

@@ -162,7 +162,8 @@ SCHEMA: tuple[Option, ...] = (
     Option("meta", bool, False, stage="notebook", surfaces=frozenset({"magic"}),
            help="predict instead of run: capture the cell on the meta device (tensors and the modules it reads "
                 "replaced by meta twins) and show the predicted peak of each program part per fusion strategy, "
-                "allocating nothing (trace_lab.predict). Nothing runs, nothing is written back."),
+                "allocating nothing (trace_lab.predict). With --fsdp and --nproc N: each of N FSDP ranks' peaks, "
+                "no process started. Nothing runs, nothing is written back."),
 )
 OPTIONS: dict[str, Option] = {o.name: o for o in SCHEMA}
 FUSION_STRATEGIES = OPTIONS["fusion"].choices

@@ -69,10 +69,21 @@ class CellRunner:
         given = {n: getattr(options, n) for n in names("cell") if n in names("inspect") and n != "runs"}
         return explain_peak(fn, *args, kind=kind, program=program, loss=lambda out: None, progress=progress, **given)
 
-    def predict(self):
-        """``trace_lab.predict`` of the cell (``--meta``): its inputs and the modules it reads as meta twins."""
+    def predict(self, options=None):
+        """``trace_lab.predict`` of the cell (``--meta``): its inputs and the modules it reads as meta twins; with
+        ``--fsdp`` and ``--nproc N``, each of N FSDP ranks' (the modules it reads sharded, nothing started)."""
+        from ..errors import TraceLabError
         from ..run.predict import predict
 
+        fsdp, nproc = getattr(options, "fsdp", None), getattr(options, "nproc", None)
+        if fsdp and nproc is None:
+            raise TraceLabError(f"--fsdp {fsdp} predicts each rank of N: give --nproc N, the number of ranks (no "
+                                "process is started with --meta)")
+        if nproc is not None and not fsdp:
+            raise TraceLabError(f"--nproc {nproc} without --fsdp: every rank would hold the whole model, as this "
+                                "process does; drop --nproc, or add --fsdp zero2|zero3 to predict sharded ranks")
+        sharded = dict(fsdp=fsdp, world_size=nproc, sort_waits=options.sort_waits,
+                       max_inflight_gathers=options.max_inflight_gathers) if fsdp else {}
         fn, args = self.program.build(self.user_ns, self.function_name)
         device = "cuda" if any(getattr(t, "is_cuda", False) for t in _tensors(args)) else "cpu"
-        return predict(fn, *args, device=device, loss=lambda out: None)
+        return predict(fn, *args, device=device, loss=lambda out: None, **sharded)

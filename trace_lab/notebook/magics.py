@@ -166,14 +166,15 @@ class ThunderTraceMagics(Magics):
         program = CellProgram.from_cell(source, self.shell)  # SyntaxError: the user's, shown as usual
         runner = CellRunner(program, self.shell.user_ns, function_name=_function_name(name))
         if args.meta:
-            return self._predict(runner)
+            return self._predict(runner, options)
         return self._first_run(runner, options, name, args)
 
-    def _predict(self, runner):
-        """``--meta``: the predicted peaks of the cell per strategy, nothing allocated, nothing written back."""
+    def _predict(self, runner, options=None):
+        """``--meta``: the predicted peaks of the cell per strategy, nothing allocated, nothing written back
+        (with ``--fsdp`` and ``--nproc N``: each of N FSDP ranks' peaks)."""
         __tracebackhide__ = True  # noqa: F841
         try:
-            prediction = runner.predict()
+            prediction = runner.predict(options)
         except TraceLabError as e:
             raise UsageError(f"--meta: {type(e).__name__}: {e}") from None
         _display(prediction, display_id=False)
