@@ -210,8 +210,8 @@ def test_the_users_module_is_untouched_and_the_notes_say_what_is_left_out():
     after = dict(model.named_parameters())
     assert list(after) == list(before)
     assert all(after[n] is p and torch.equal(p, v) and p.device.type == "cpu" for n, (p, v) in before.items())
-    text = str(pred)
-    assert "fsdp zero3 on 4 ranks" in text and "every rank" in text
+    for text in (str(pred), pred._repr_html_()):  # the table and the notebook's view say whose figures these are
+        assert "fsdp zero3 on 4 ranks: each rank" in text and "every rank" in text, text
     left_out = " ".join(pred.notes)
     for what in ("gloo", "NCCL", "fragmentation", "optimizer state"):
         assert what in left_out, what

@@ -109,7 +109,7 @@ class Prediction:
                        for p in self.parts)
         notes = "".join(f"<li>{escape(n)}</li>" for n in self._bound_notes() + self.notes)
         return (f"<div class='tl-report'><b>predicted on the meta device ({escape(self.device)} allocator "
-                "modelled{escape(self._scope())}): nothing was allocated or run</b><table><tr><th>strategy</th><th>program</th>"
+                f"modelled{escape(self._scope())}): nothing was allocated or run</b><table><tr><th>strategy</th><th>program</th>"
                 f"<th>peak above inputs</th><th>high-water incl. inputs</th></tr>{rows}</table><ul>{notes}</ul></div>")
 
     def __str__(self) -> str:
