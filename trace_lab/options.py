@@ -159,6 +159,11 @@ SCHEMA: tuple[Option, ...] = (
            help="also run the cell as PEERS would, e.g. eager,torch.compile (reduce-overhead: torch.compile's CUDA "
                 "graphs, GPU only), on deep copies of its inputs, measured as trace_lab's runs are (first call, "
                 "steady state, peak of the whole call), one Compare row each. Not with --nproc."),
+    Option("peer_trace", bool, False, stage="notebook", surfaces=frozenset({"magic", "cell"}), word="peer trace",
+           help="also show the program torch.compile runs for the cell as a trace (trace_lab.from_compile: "
+                "AOTAutograd's forward and backward after Inductor's post-grad passes, each Inductor kernel a "
+                "region, live memory per line, measured and checked against eager), on copies of its inputs: one "
+                "more run in the tabs and a Compare row. Not with --nproc."),
     Option("meta", bool, False, stage="notebook", surfaces=frozenset({"magic"}),
            help="predict instead of run: capture the cell on the meta device (tensors and the modules it reads "
                 "replaced by meta twins) and show the predicted peak of each program part per fusion strategy, "

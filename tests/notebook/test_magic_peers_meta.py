@@ -6,6 +6,7 @@ allocator events count exact bytes), never taken from the code under test.
 from __future__ import annotations
 
 import pytest
+import torch
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -92,3 +93,43 @@ def test_meta_predicts_per_strategy_without_running_or_writing_back(ip):
 def model_weight_untouched(ip) -> bool:
     w = ip.user_ns["model"].weight
     return w.device.type == "cpu" and w.grad is None
+
+
+# --peer-trace (issue 28 item 1): torch.compile's own program beside the cell's run. The cell runs its own
+# loss.backward(); the peer trace runs on copies of its inputs, so the gradients the user's model holds are the ones
+# trace_lab's runs wrote (the same as a twin model's after the same cell without --peer-trace: the cell's side
+# effects repeat on every run, docs/notebook.md); the peer's own gradients are checked against eager by its Report.
+def test_peer_trace_adds_torch_compiles_program_as_a_run_with_traces(ip):
+    ip.run_cell("torch.manual_seed(0)\n"
+                "model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))\n"
+                "x = torch.randn(4, 16)\n"
+                "import copy\ntwin = copy.deepcopy(model)\n")
+    result = ip.run_cell("%%thunder_trace --runs 1 --executor eager --name twin\n"
+                         "loss = twin(x).sum()\nloss.backward()\n")
+    assert result.error_in_exec is None, result.error_in_exec
+    result = ip.run_cell("%%thunder_trace --peer-trace --runs 1 --executor eager --name pt\n"
+                         "loss = model(x).sum()\nloss.backward()\n")
+    assert result.error_in_exec is None, result.error_in_exec
+    runs = {r.label: r.report for r in _view(ip).runs.runs}
+    assert set(runs) == {"pt", "pt · torch.compile trace"}
+    peer = runs["pt · torch.compile trace"]
+    assert peer.options["fusion"] == "torch.compile"
+    assert peer.comparison is not None and peer.comparison["ok"], peer.comparison
+    kinds = {p["kind"] for p in peer.memory}
+    assert kinds == {"forward", "backward"}, peer.memory  # the cell's own backward ran through Inductor's
+    for row in peer.memory:
+        assert row["measured_peak_above_inputs_bytes"] is not None, row
+    # the forward keeps the first Linear's output (4 x 32 floats) for GELU's backward: at least that is live
+    fw = next(r for r in peer.memory if r["kind"] == "forward")
+    assert fw["measured_peak_above_inputs_bytes"] >= 4 * 32 * 4
+    # the user's model holds the gradients trace_lab's runs wrote, as the twin's, and none of the peer's
+    model, twin = ip.user_ns["model"], ip.user_ns["twin"]
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+
+
+def test_peer_trace_with_nproc_is_refused_before_anything_runs(ip):
+    ip.run_cell("before = 1")
+    with pytest.raises(UsageError, match="drop --peer-trace with --nproc"):
+        ip.run_cell_magic("thunder_trace", "--peer-trace --nproc 2", "before = 2\n")
+    assert ip.user_ns["before"] == 1

@@ -29,7 +29,8 @@ from ..ir.trace import Trace, is_getitem
 from ..passes.regions import build_trace, computes_something
 from ..report.report import Report, part_summary
 from ..report.view_model import PartView, ViewModel, graphs_of, stage_view
-from ..run.compare import Snapshot, compare_runs, output_tensors, reachable_tensors
+from ..run.compare import (Snapshot, compare_runs, deepcopy_for_reference, output_tensors, reachable_tensors,
+                           why_not_copyable)
 from ..run.compilation import CompilationRecord
 from ..run.loss import default_loss, default_loss_copies_gradient
 from ..runtime.measure import CpuMemoryWindows, measure_peak
@@ -68,20 +69,27 @@ def _compile_error(label: str, e: BaseException) -> TraceLabError:
     return TraceLabError(f"from_compile: torch.compile failed on {label}: {type(inner).__name__}: {first}")
 
 
-def from_compile(fn, *args, name: str | None = None, check: bool = True, **kwargs) -> Report:
-    """The lab's Report of the program torch.compile runs for ``fn(*args, **kwargs)`` (module docstring)."""
+def from_compile(fn, *args, name: str | None = None, check: bool = True, loss=None, **kwargs) -> Report:
+    """The lab's Report of the program torch.compile runs for ``fn(*args, **kwargs)`` (module docstring).
+
+    ``loss(out)``: the scalar the backward starts from (default: the sum of the floating outputs that require
+    grad), differentiated with ``torch.autograd.grad``. A ``loss`` that returns None says that ``fn`` runs its
+    own backward (a notebook cell's ``loss.backward()``): then ``fn`` and its arguments are deep-copied (once
+    for torch.compile's calls, once for eager's), so the gradients it writes land in the copies (compared
+    through ``.grad``), never in the caller's tensors."""
     _check_call(fn, args, kwargs)
     label = name or _label(fn)
+    loss_fn = loss or default_loss
+    own_backward = loss is not None and _runs_own_backward(loss)
+    if own_backward:
+        fn, (args, kwargs) = _copies(fn, (args, kwargs), label)
     capture = InductorCapture()
     compiled_fn = capture.compile(fn)
     wrt = [t for t in reachable_tensors(fn, args, kwargs) if t.requires_grad and t.is_leaf]
 
     def step():
         with torch.enable_grad():
-            out = compiled_fn(*args, **kwargs)
-            loss = default_loss(out)
-            grads = torch.autograd.grad(loss, wrt, allow_unused=True) if loss is not None and wrt else None
-        return out, grads
+            return _one_step(compiled_fn, args, kwargs, wrt, loss_fn, own_backward)
 
     started = time.perf_counter()
     try:
@@ -100,7 +108,7 @@ def from_compile(fn, *args, name: str | None = None, check: bool = True, **kwarg
     device = _device(capture)
     measured: dict = {}
     out, grads = _measured_step(capture, step, device, measured)
-    comparison = _compare_with_eager(fn, args, kwargs, wrt, out, grads) if check else None
+    comparison = _compare_with_eager(fn, args, kwargs, wrt, out, grads, loss_fn, own_backward) if check else None
     return _report(label, capture, stages, notes, measured, comparison, device, compile_s)
 
 
@@ -196,12 +204,43 @@ def _measured_step(capture, step, device, measured: dict):
             windows.close()
 
 
-def _compare_with_eager(fn, args, kwargs, wrt, out, grads):
-    """torch.compile's outputs and gradients (of the default loss) vs eager's, by trace_lab's rule."""
+def _runs_own_backward(loss) -> bool:
+    """Whether ``loss`` says the function runs its own backward: it returns None for any output."""
+    try:
+        return loss(None) is None
+    except Exception:  # noqa: BLE001 - a real loss fails on None: it is one
+        return False
+
+
+def _copies(fn, call, label):
+    copied = deepcopy_for_reference(fn, call)
+    if copied is None:
+        raise TraceLabError(f"from_compile: {label} runs its own backward, so it runs on copies of its inputs "
+                            f"(their .grad must stay yours), and they cannot be copied ({why_not_copyable(fn, call)})")
+    return copied
+
+
+def _one_step(f, args, kwargs, wrt, loss_fn, own_backward):
+    """(outputs, gradients of ``wrt``): by ``torch.autograd.grad`` of ``loss_fn(out)``, or, where ``f`` runs its
+    own backward (on copies), the ``.grad`` that backward wrote, starting from None."""
+    if own_backward:
+        for t in wrt:
+            t.grad = None
+    out = f(*args, **kwargs)
+    lv = loss_fn(out)
+    if lv is None:
+        return out, [t.grad for t in wrt]
+    return out, (torch.autograd.grad(lv, wrt, allow_unused=True) if wrt else None)
+
+
+def _compare_with_eager(fn, args, kwargs, wrt, out, grads, loss_fn=default_loss, own_backward=False):
+    """torch.compile's outputs and gradients vs eager's, by trace_lab's rule; eager runs on copies where the
+    function runs its own backward (its ``.grad`` would land on the compiled run's tensors)."""
+    if own_backward:
+        fn, (args, kwargs) = _copies(fn, (args, kwargs), _label(fn))
+        wrt = [t for t in reachable_tensors(fn, args, kwargs) if t.requires_grad and t.is_leaf]
     with torch.enable_grad():
-        eager_out = fn(*args, **kwargs)
-        loss = default_loss(eager_out)
-        eager_grads = torch.autograd.grad(loss, wrt, allow_unused=True) if loss is not None and wrt else ()
+        eager_out, eager_grads = _one_step(fn, args, kwargs, wrt, loss_fn, own_backward)
 
     def snap(outs, gs):
         return Snapshot([t.detach() for t in output_tensors(outs)],

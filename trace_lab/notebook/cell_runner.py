@@ -56,6 +56,16 @@ class CellRunner:
             out.append((name, run_peer(fn, args, peer, runs=options.runs, name=name, loss=lambda out: None)))
         return out
 
+    def compile_trace(self, label: str, progress=None):
+        """``trace_lab.from_compile`` of the cell (``--peer-trace``): the program torch.compile runs for it, on copies
+        of its inputs (the cell's own ``.backward()`` as it is); nothing is written back."""
+        from ..lab.compile_view import from_compile
+
+        if progress is not None:
+            progress("peer trace: compiling the cell with torch.compile")
+        fn, args = self.program.build(self.user_ns, self.function_name)
+        return from_compile(fn, *args, name=label, loss=lambda out: None)
+
     def explain_peak(self, options: RunOptions, kind: str | None = None, program: int = -1, progress=None):
         """``trace_lab.explain_peak`` of the cell under ``options`` (the Peak tab's **price remedies**): run in this
         process, the cell's own ``.backward()`` as it is; nothing is written back."""

@@ -211,6 +211,12 @@ class ThunderTraceMagics(Magics):
                 peers = runner.run_peers(options, label, progress=step)
             except TraceLabError as e:  # the run itself stands: say why the peers are missing
                 report.warnings.append(f"--baseline: {e}")
+        if options.peer_trace:
+            try:
+                peers.append((f"{label} · torch.compile trace",
+                              runner.compile_trace(f"{label} · torch.compile trace", progress=step)))
+            except TraceLabError as e:  # the run itself stands: say why the trace is missing
+                report.warnings.append(f"--peer-trace: {e}")
         view = LabView(runner, options, runs, compare, base_label=name, shell=self.shell)
         for peer_label, peer_report in peers:
             view.add_run(peer_label, peer_report)

@@ -51,6 +51,9 @@ def _validate(self) -> "RunOptions":
         parse_peers(self.baseline)  # a clear error before anything runs
         if self.nproc is not None or self.fsdp is not None:
             raise TraceLabError("--baseline: peers run in this process; drop --baseline with --nproc/--fsdp")
+    if self.peer_trace and (self.nproc is not None or self.fsdp is not None):
+        raise TraceLabError("--peer-trace: torch.compile's trace runs in this process; drop --peer-trace with "
+                            "--nproc/--fsdp")
     if self.max_inflight_gathers != "auto" and not self.fsdp:
         shown = OPTIONS["max_inflight_gathers"].flag_none if self.max_inflight_gathers is None else \
             self.max_inflight_gathers
