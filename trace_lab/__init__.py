@@ -49,6 +49,10 @@ def explain_peak(fn, *args, **options):
     breakdown of a run already inspected."""
     from .lab.peak import explain_peak as _explain_peak
 
+    try:  # a displayed explanation is the notebook's Peak panel (Try buttons) where ipywidgets is installed
+        from .notebook import lab_panels  # noqa: F401 - registers lab.peak.PANEL
+    except ImportError:
+        pass
     return _explain_peak(fn, *args, **options)
 
 

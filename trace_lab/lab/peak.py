@@ -128,16 +128,16 @@ class PeakExplanation:
                 f"{remedies_html(self)}</div>")
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        """In a notebook: the Peak panel (a Try button per remedy: trace_lab.notebook.lab_panels.PeakPanel) with
-        the static HTML and the text beside it, for exports without widget state."""
-        data = {}
-        try:
-            from ..notebook.lab_panels import PeakPanel
-
-            data.update(PeakPanel(self).widget._repr_mimebundle_() or {})
-        except ImportError:  # no ipywidgets: the static view
-            pass
+        """In a notebook: the interactive panel a front end registered (:data:`PANEL`: the notebook's Peak panel,
+        a Try button per remedy) with the static HTML and the text beside it, for exports without widget state."""
+        data = dict(PANEL(self) or {}) if PANEL is not None else {}
         return {**data, "text/plain": str(self), "text/html": self._repr_html_()}
+
+
+# A front end's interactive view of an explanation: PeakExplanation -> its mime bundle (or None). The lab does not
+# import front ends; trace_lab.notebook.lab_panels sets this when it is imported (the facade's explain_peak and the
+# notebook extension import it where ipywidgets is installed).
+PANEL = None
 
 
 def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=None, kwargs=None,

@@ -252,3 +252,17 @@ class SweepView:
 def sweep_view(fn, *args, **options) -> SweepView:
     """:class:`SweepView` of ``trace_lab.sweep(fn, *args, **options)``: display it (the last line of a cell)."""
     return SweepView(fn, *args, **options)
+
+
+def _panel_bundle(explanation):
+    """lab.peak.PANEL: a displayed explanation is its Peak panel (widget state beside the static HTML)."""
+    return PeakPanel(explanation).widget._repr_mimebundle_()
+
+
+def _register() -> None:
+    from ..lab import peak
+
+    peak.PANEL = _panel_bundle
+
+
+_register()
