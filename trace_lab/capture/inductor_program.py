@@ -12,7 +12,14 @@ from the same compile:
   (``config.trace.provenance_tracking_level = 1``; ``torch._inductor.debug``'s kernel -> post-grad
   node table, reset around each compile); extern kernels (``extern_kernels.mm``, fallbacks) are one
   op each, the rest are kernels Inductor generated (C++ or Triton);
-* the output code itself (``CompiledFxGraph.source_code``), which says which kernels were generated.
+* the output code itself (``CompiledFxGraph.source_code``), which says which kernels were generated;
+* which buffers the output code hands on (:class:`BufferReuse`): a kernel writing its output into an input
+  buffer that dies there (``config.inplace_buffers``: the scheduler's ``inplace_update_buffers``, a C++
+  ``in_out_ptr`` or Triton ``in_out_ptr`` argument) and a new buffer taking a freed one of the same size
+  (the wrapper's memory planning, ``allow_buffer_reuse``); both print as ``buf3 = buf0; del buf0  # reuse``.
+  Read from the wrapper Inductor planned (its ``ReuseLine``s and ``reuses``, the in-place ones), each buffer
+  named by the post-grad node it holds (``origin_node``; a graph input by its placeholder), through
+  ``GraphLowering.save_output_code``, the hook Inductor calls with the code while its graph is still set.
 
 The FX graph and AOTAutograd caches are off for the capture (a cache hit skips the passes and the
 scheduler). :func:`kernel_units` orders the post-grad nodes as the kernels run, each kernel a unit:
@@ -28,7 +35,7 @@ import torch.fx as fx
 
 from ..ir.fx_util import is_getitem
 
-__all__ = ["InductorCapture", "InductorPart", "Kernel", "kernel_units", "KernelUnit", "caches_off"]
+__all__ = ["InductorCapture", "InductorPart", "Kernel", "kernel_units", "KernelUnit", "caches_off", "BufferReuse"]
 
 
 @dataclass
@@ -39,6 +46,20 @@ class Kernel:
     name: str
     generated: bool
     nodes: list[str]
+
+
+@dataclass(frozen=True)
+class BufferReuse:
+    """One ``new = old  # reuse`` of Inductor's output code: buffer ``new`` is the storage of buffer ``old``.
+    ``inplace``: the kernel computing ``new`` reads ``old`` and writes over it (``old`` dies there); otherwise
+    the wrapper's memory planning handed a freed buffer on (``old`` is kept from its last use to ``new``'s
+    kernel instead of being freed). ``old_node`` / ``new_node``: the post-grad node (fx name) whose value the
+    buffer holds (a view of it, as Inductor records it), None for a kernel's inner buffer."""
+    old: str
+    new: str
+    inplace: bool
+    old_node: str | None = None
+    new_node: str | None = None
 
 
 @dataclass
@@ -53,6 +74,7 @@ class InductorPart:
     input_names: list[str] = field(default_factory=list)
     compile_seconds: float = 0.0
     graph: int = 0  # which Dynamo graph (a graph break makes several)
+    reuses: list[BufferReuse] | None = None  # None: the wrapper's plan could not be read (another code path)
 
 
 class _Hooked:
@@ -118,19 +140,72 @@ class InductorCapture:
 
         started = time.perf_counter()
         names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-        with debug.reset_provenance_globals(), config.patch({"trace.provenance_tracking_level": 1}):
+        reuses: list = []
+        with debug.reset_provenance_globals(), config.patch({"trace.provenance_tracking_level": 1}), \
+                _reading_reuses(gm, reuses):
             compiled = compile_fx_inner(gm, example_inputs, **kwargs)
             table = {k: list(v) for k, v in debug._inductor_triton_kernel_to_post_grad_node_info.items()}
         kind = "backward" if kwargs.get("is_backward") else "inference" if kwargs.get("is_inference") else "forward"
         code = str(getattr(compiled, "source_code", "") or "")
         part = InductorPart(kind, gm, _kernels(table, code), code, compiled, names, time.perf_counter() - started,
-                            graph)
+                            graph, reuses[-1] if reuses else None)
         self.parts.append(part)
         return _Hooked(compiled, part, self)
 
     def compile(self, fn):
         """``torch.compile(fn)`` through this backend (dynamic=False: concrete sizes, as the lab's capture)."""
         return torch.compile(fn, backend=self.backend, dynamic=False)
+
+
+def _wrapper_reuses(graph, gm: fx.GraphModule) -> list[BufferReuse]:
+    """The ``# reuse`` lines of the wrapper ``graph`` (a GraphLowering whose code is generated) planned."""
+    from torch._inductor.codegen.wrapper import ReuseLine
+
+    wrapper = graph.wrapper_code
+    inplace = dict(getattr(wrapper, "reuses", None) or {})  # new -> old: codegen_inplace_reuse's record
+    placeholders = {str(n.target): n.name for n in gm.graph.nodes if n.op == "placeholder"}
+
+    def node_of(buf) -> str | None:
+        if buf.get_name() in placeholders:  # a graph input (a backward's donated saved activation)
+            return placeholders[buf.get_name()]
+        origin = getattr(buf, "origin_node", None)
+        return origin.name if isinstance(origin, fx.Node) and origin.graph is gm.graph else None
+
+    out = []
+    for line in wrapper.lines:
+        if isinstance(line, ReuseLine) and not getattr(line, "comm_buffer", False):
+            old, new = line.node.get_name(), line.reused_as.get_name()
+            out.append(BufferReuse(old, new, inplace.get(new) == old, node_of(line.node), node_of(line.reused_as)))
+    return out
+
+
+def _reading_reuses(gm: fx.GraphModule, into: list):
+    """While compiling ``gm``: each time Inductor saves an output code with its graph set, the buffer reuses
+    that graph's wrapper planned are appended to ``into`` (a list per saved code). Inductor's own hook for
+    the code, ``GraphLowering.save_output_code``, kept chained (``run_and_get_code`` sets it too)."""
+    import contextlib
+
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.virtualized import V
+
+    previous = GraphLowering.save_output_code
+
+    def save_output_code(code: str) -> None:
+        graph = V.graph
+        if isinstance(graph, GraphLowering) and getattr(graph, "module", None) is gm:  # the graph lowering gm
+            into.append(_wrapper_reuses(graph, gm))
+        if previous is not None:
+            previous(code)
+
+    @contextlib.contextmanager
+    def hooked():
+        GraphLowering.save_output_code = save_output_code
+        try:
+            yield into
+        finally:
+            GraphLowering.save_output_code = previous
+
+    return hooked()
 
 
 def caches_off():

@@ -25,6 +25,7 @@ from ..analysis.handover import owned_backward_inputs
 from ..capture.inductor_program import InductorCapture, caches_off, kernel_units
 from ..errors import TraceLabError
 from ..ir.printer import format_bytes
+from .inductor_reuse import planned_reuse_warnings, with_inplace_reuse
 from ..ir.trace import Trace, is_getitem
 from ..passes.regions import build_trace, computes_something
 from ..report.report import Report, part_summary
@@ -147,6 +148,13 @@ def inductor_traces(capture: InductorCapture, notes: list[str]) -> dict[tuple[in
                                   "kernels": [{"name": k.name, "generated": k.generated, "nodes": list(k.nodes)}
                                               for k in part.kernels]})
         _name_regions(final, [u.kernel for u in units if u.fused and computes_something(u.nodes)])
+        if part.reuses is None:
+            notes.append(f"{part.kind}: Inductor's buffer reuse could not be read (its wrapper code was not "
+                         "generated in this process): kernels writing over an input are priced as allocating")
+        reuse_notes: list[str] = []
+        final = with_inplace_reuse(final, part.gm, part.reuses, reuse_notes)
+        reuse_notes += planned_reuse_warnings(final, part.gm, part.reuses)
+        notes += [n if n.startswith(part.kind) else f"{part.kind}: {n}" for n in reuse_notes]
         out[(part.graph, part.kind)] = [base, final]
     return out
 
@@ -269,7 +277,8 @@ def _report(label, capture, stages, notes, measured, comparison, device, compile
         if peak is not None and abs(predicted - peak) > 0.01 * peak + 1024:
             warnings.append(f"{kind} #{graph}: predicted peak {format_bytes(predicted)} vs measured "
                             f"{format_bytes(peak)} (more than {_TOLERANCE} apart)")
-    warnings += [n for n in notes if "no kernel" in n or "runs before" in n]
+    warnings += [n for n in notes if "no kernel" in n or "runs before" in n or "not modelled" in n
+                 or "could not be read" in n]
     seconds = sum(p.compile_seconds for p in capture.parts)
     return Report(
         name=label, options={"fusion": "torch.compile", "executor": "inductor"}, device=str(device),
