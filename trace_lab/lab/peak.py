@@ -28,8 +28,9 @@ savings, and a call that reruns with one and measures the saving beside the pred
    Displayed in a notebook, an explanation is a panel with a **Try** button per remedy (the Peak tab of a
    ``%%thunder_trace`` output has it too): :mod:`trace_lab.notebook.lab_panels`.
 
-Not priced (said in the explanation's notes): sharding with FSDP (it needs N processes to run, and its meta-device
-prediction is another module's work).
+   And, for a module with parameters, ``fsdp zero3 on 2 ranks``: one rank's high-water mark with the inputs counted
+   (:func:`trace_lab.predict` with ``fsdp="zero3", world_size=2``: the parameter shards, the gathered copies) against
+   the run's. Predicted only: it needs two processes to run, so ``try_remedy`` says how to measure it instead.
 """
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ class Remedy:
     ok: bool | None = None  # the remedy's run matched eager
     fn: object = None  # the program the remedy runs instead of the user's (None: the same, other options)
     recompute: tuple = ()  # joint-graph nodes tagged MUST_RECOMPUTE: (fx name, op, shape)
+    measurable: bool = True  # try_remedy can run it in this process (FSDP needs N processes: predicted only)
 
     def to_dict(self) -> dict:
         return {k: (list(v) if k == "recompute" else v) for k, v in vars(self).items() if k != "fn"}
@@ -82,6 +84,8 @@ class PeakExplanation:
         """Rerun with remedy ``name``'s options, measure the explained part's peak; the remedy, with
         ``measured_saving`` filled in beside ``predicted_saving``. ``progress``: as trace_lab.inspect's."""
         remedy = self.remedy(name)
+        if not remedy.measurable:
+            raise TraceLabError(f"{name}: predicted only, it needs more than this process to run ({remedy.why})")
         tags = _RecomputeTags(remedy.recompute) if remedy.recompute else None
         report = self._rerun(remedy.options, remedy.fn, tags, progress)
         if tags is not None and tags.missing():
@@ -167,9 +171,9 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
     part_index = breakdown.program
     base = _peak_of(predicted, current["fusion"], breakdown.kind, part_index)
     explanation = PeakExplanation(breakdown, measured, report=report, _rerun=rerun, _position=program, notes=[
-        "remedies priced: the other fusion strategies, checkpointing repeated blocks and recomputing the largest "
-        "cheap saved activation (predicted on the meta device with this run's executor and allocator); sharding "
-        "with FSDP is not priced"])
+        "remedies priced: the other fusion strategies, checkpointing repeated blocks, recomputing the largest "
+        "cheap saved activation (predicted on the meta device with this run's executor and allocator, and measured "
+        f"by try_remedy), and for a module FSDP zero3 on {FSDP_RANKS} ranks (predicted only)"])
     if base is None:
         explanation.notes.append(f"the meta-device prediction has no {breakdown.kind} #{part_index} for "
                                  f"{current['fusion']}: no remedy priced")
@@ -201,9 +205,38 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
                 f"{where} each run under torch.utils.checkpoint: the forward keeps each block's input, the backward "
                 "recomputes the rest", base - other, fn=wrapped))
     _price_recompute(explanation, report, program, base, lambda tags: predicted(fn, tags), same)
+    _price_fsdp(explanation, fn, args, kwargs, loss, current, device, breakdown.kind, part_index, report)
     explanation.remedies = sorted((r for r in explanation.considered if r.predicted_saving > 0),
                                   key=lambda r: -r.predicted_saving)
     return explanation
+
+
+FSDP_RANKS = 2  # the world the FSDP remedy is priced for
+
+
+def _price_fsdp(explanation, fn, args, kwargs, loss, current, device, kind, part_index, report) -> None:
+    """``fsdp zero3 on N ranks``, predicted only: one rank's high-water mark (its parameter shards and what the program
+    allocates: :func:`trace_lab.predict` with ``fsdp=``) against the run's, both with the inputs counted (sharding
+    shrinks the inputs, the parameters, and adds gathered copies inside the program: the peak above the inputs alone
+    would hide the first and count the second). For a module with parameters, not already sharded."""
+    from ..run.predict import predict
+
+    if not isinstance(fn, torch.nn.Module) or not any(True for _ in fn.parameters()) or report.options.get("fsdp"):
+        return
+    try:
+        whole = predict(fn, *args, strategies=[current["fusion"]], device=device, executor=current["executor"],
+                        loss=loss, kwargs=kwargs).part(current["fusion"], kind, part_index).high_water
+        sharded = predict(fn, *args, strategies=[current["fusion"]], device=device, executor=current["executor"],
+                          loss=loss, kwargs=kwargs, fsdp="zero3", world_size=FSDP_RANKS
+                          ).part(current["fusion"], kind, part_index).high_water
+    except (TraceLabError, KeyError) as e:
+        explanation.notes.append(f"fsdp zero3 on {FSDP_RANKS} ranks: not priced ({e})")
+        return
+    explanation.considered.append(Remedy(
+        f"fsdp zero3 on {FSDP_RANKS} ranks", {"fsdp": "zero3", "nproc": FSDP_RANKS},
+        f"each rank holds 1/{FSDP_RANKS} of the parameters and gathers each layer's just before use (high-water mark "
+        f"with the inputs counted, one rank's; predicted only: measure it with %%thunder_trace --nproc {FSDP_RANKS} "
+        "--fsdp zero3 or trace_lab.distributed.run_distributed)", whole - sharded, measurable=False))
 
 
 def _resolved(report, kind: str, program: int) -> dict:
