@@ -215,6 +215,13 @@ def test_a_planned_reuse_across_the_peak_is_said():
 
 @pytest.mark.gpu
 def test_mlp_on_cuda(output_code):
+    """Triton: each kernel launch is one region. Read from torch 2.13's Inductor: SIMDScheduling's
+    ``_launch_kernel_and_cleanup`` records provenance (``codegen_comment`` with the kernel's name) once per
+    ``call_kernel`` (``name.run(...)`` in the wrapper; a kernel whose source repeats is defined once and keyed
+    per call by its debug handle, ``_call2``). Two launches break that and neither happens here: a split
+    reduction (two kernels, one post-grad node; only for reductions of more than 8192 elements with few outputs)
+    and a mix-order reduction (launched with no provenance; only from 5M elements and 4096 rows). No
+    cudagraphs, so graph partitions stay in ``call`` and the wrapper's reuses are read as on the CPU."""
     if not torch.cuda.is_available():
         pytest.skip("needs CUDA")
     from torch._inductor import config
