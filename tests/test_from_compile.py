@@ -188,6 +188,11 @@ def test_a_kernel_writing_over_its_dying_input_allocates_nothing(output_code):
     line = next(ln for ln in final.liveness().lines if ln.node is region)
     assert line.allocated == 0, line
     assert not report.warnings, report.warnings
+    # what the reuse saves, said with the trace: by hand, allocated afresh the kernel's output is a second
+    # 256 x 1024 float32 buffer beside the mm's
+    (reuse,) = final.info["inplace_reuses"]
+    assert reuse["kernel"] == region.target and len(reuse["reuse"]) == 1
+    assert final.info["peak_without_inplace_reuse"] == m["predicted_peak_above_inputs_bytes"] + 256 * 1024 * 4
 
 
 def test_a_planned_reuse_across_the_peak_is_said():

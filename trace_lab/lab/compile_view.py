@@ -152,7 +152,15 @@ def inductor_traces(capture: InductorCapture, notes: list[str]) -> dict[tuple[in
             notes.append(f"{part.kind}: Inductor's buffer reuse could not be read (its wrapper code was not "
                          "generated in this process): kernels writing over an input are priced as allocating")
         reuse_notes: list[str] = []
+        afresh = final.liveness().peak_above_inputs_bytes
         final = with_inplace_reuse(final, part.gm, part.reuses, reuse_notes)
+        # what Inductor's in-place reuse saves: the peak were every kernel output allocated afresh, as a program
+        # whose regions are compiled one by one (trace_lab's) allocates them (their inputs are not donated)
+        final.info["inplace_reuses"] = [{"kernel": str(n.target), "reuse": list(rec.details["inplace_reuse"])}
+                                        for n in final.ops if n.op == "call_module"
+                                        for rec in [(final.compiled_regions or {}).get(n.name)]
+                                        if rec is not None and (rec.details or {}).get("inplace_reuse")]
+        final.info["peak_without_inplace_reuse"] = afresh
         reuse_notes += planned_reuse_warnings(final, part.gm, part.reuses)
         notes += [n if n.startswith(part.kind) else f"{part.kind}: {n}" for n in reuse_notes]
         out[(part.graph, part.kind)] = [base, final]
