@@ -35,7 +35,7 @@ SCOPE_SECONDS = {
     "tests/notebook/test_browser_views.py": 67, "tests/notebook/test_static_graph_browser.py": 64,
     "teaching-04_backward_with_checkpointing": 60, "tests/test_report_size.py": 52, "tests/test_opinfo_corpus.py": 50,
     "tests/notebook/test_issue26_timing.py": 48, "teaching-06_where_the_time_goes": 45,
-    "tests/test_issue26_graph_overview.py": 45, "teaching-03_copy_heavy_adam": 40, "tests/notebook/test_magic.py": 28,
+    "tests/test_issue26_graph_overview.py": 45, "teaching-03_copy_heavy_adam": 40, "teaching-08_why_is_my_peak_higher": 100, "tests/notebook/test_magic.py": 28,
 }
 # The tests that left the CI tier for time (marked ``full`` here; they run with --full and in the GPU check): every
 # test function over 3 s (all its parametrizations together, a module-scoped fixture's set-up included) in
@@ -59,6 +59,7 @@ FULL = {
         "test_teaching_notebook_in_jupyterlab[05_wait_sorting]",  # 266 s (two ranks a cell; prose checks on nbclient)
         "test_teaching_notebook_in_jupyterlab[06_where_the_time_goes]",  # 92 s
         "test_teaching_notebook_in_jupyterlab[07_where_the_bytes_go]",  # 144 s
+        "test_teaching_notebook_in_jupyterlab[08_why_is_my_peak_higher]",  # nbclient 100 s (about twice in a browser)
     ),
     # Notebook 7 (issue 20 item 5): the student steps of test_browser.py in the `notebook` package's UI
     "tests/notebook/test_browser_notebook7.py": (
@@ -306,7 +307,7 @@ FULL_GROUPED = {"tests/test_distributed.py", "tests/test_sweep.py", "tests/test_
 TEACHING = sorted(p.stem for p in (Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # the modules whose tests of one teaching notebook share its one execution (tests/notebook/teaching_runs.py)
 TEACHING_MODULES = {f"tests/notebook/{m}.py" for m in (
-    "test_browser", "test_browser_teaching", "test_teaching_notebooks", "test_notebooks_06_07")}
+    "test_browser", "test_browser_teaching", "test_teaching_notebooks", "test_notebooks_06_07", "test_notebook_08")}
 
 
 def scope_of(nodeid: str) -> str:

@@ -38,7 +38,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = ["01_fusion_and_peak_memory", "02_compile_time_and_fusion_cache", "03_copy_heavy_adam",
-             "04_backward_with_checkpointing", "05_wait_sorting", "06_where_the_time_goes", "07_where_the_bytes_go"]
+             "04_backward_with_checkpointing", "05_wait_sorting", "06_where_the_time_goes", "07_where_the_bytes_go",
+             "08_why_is_my_peak_higher"]
 TIMED = {"01_fusion_and_peak_memory", "04_backward_with_checkpointing"}  # the first-run figures
 TABS = (("Compare", "tl-compare-area"), ("Peak", "tl-peak-area"), ("Saved", "tl-saved-area"), ("Diff", "tl-diff-area"),
         ("Regions", "tl-regions-area"), ("Timeline", "tl-timeline-area"))
