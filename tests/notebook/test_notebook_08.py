@@ -3,9 +3,9 @@
 Executed once per session as every teaching notebook is (teaching_runs.py; nbclient in the CI tier, the eager
 executor and CPU sizes). Memory figures and counts must equal what the outputs print; the prose quotes a CPU run's
 figures (torch 2.13), so on a GPU (the GPU check) the test checks what must hold on any device instead: both
-programs match eager, torch.compile's peaks are predicted within the memory model's tolerance, trace_lab's compiled
-figure is torch.compile's with every kernel output allocated afresh (the whole gap is Inductor's in-place reuse),
-the explainer's tried remedy measures the saving it predicted, and the sweep's stars are the rows no other beats.
+programs match eager, their peaks are predicted within the memory model's tolerance, Inductor's in-place reuse
+lowers torch.compile's peaks, the gap's parts add up, the explainer's tried remedy measures the saving it
+predicted, and the sweep's stars are the rows no other beats.
 Times are never compared with a number.
 """
 from __future__ import annotations
@@ -50,8 +50,9 @@ def test_08_why_is_my_peak_higher(executed):  # noqa: F811 - the fixture importe
     split = {kind: (ran, executor, compiled, theirs, afresh, int(n), parts) for kind, ran, executor, compiled, theirs, afresh, n, *parts
              in re.findall(rf"^(forward|backward): trace_lab ({SIZE}) as it ran \((\w+) executor\), ({SIZE}) with its regions "
                            rf"compiled; torch.compile ({SIZE}), ({SIZE}) with every kernel output allocated afresh \((\d+) "
-                           rf"kernels write over a dying input.*\n  the gap, ({SIZE}) = ({SIZE}) inside trace_lab's regions \+ "
-                           rf"({SIZE}) between the two compiled programs \+ ({SIZE}) of Inductor's in-place reuse$", diff, re.M)}
+                           rf"kernels write over a dying input.*\n  the gap, (-?{SIZE}) = (-?{SIZE}) inside trace_lab's regions "
+                           rf"\+ (-?{SIZE}) between the two compiled programs \+ (-?{SIZE}) of Inductor's in-place reuse$",
+                           diff, re.M)}
     assert set(split) == {"forward", "backward"}, diff
     for kind, (ran, executor, compiled, theirs, afresh, n, (total, inside, between, reuse)) in split.items():
         assert ran == rows["trace_lab dataflow", kind][1] and theirs == rows["torch.compile", kind][1]
@@ -59,8 +60,9 @@ def test_08_why_is_my_peak_higher(executed):  # noqa: F811 - the fixture importe
         assert abs(_bytes(inside) + _bytes(between) + _bytes(reuse) - _bytes(total)) <= 0.01 * UNITS["MiB"]
         if kind == "forward":
             assert total == gap
-        # the whole gap between compiled regions and torch.compile is Inductor's in-place reuse
-        assert (compiled == afresh) if cpu else _close(_bytes(compiled), _bytes(afresh)), (kind, compiled, afresh)
+        assert executor == ("eager" if cpu else "inductor")  # the setup cell's EXECUTOR, in the cell and the API calls
+        if cpu:  # the whole gap between compiled regions and torch.compile is Inductor's in-place reuse (the prose)
+            assert compiled == afresh and between == "0 B", (kind, compiled, afresh)
     # the explainer and the remedy tried
     explained = _stdout(_code(nb, "print(explanation)"))
     peak, saved = re.search(rf"forward #0: peak ({SIZE}) above inputs.*?saved for backward: ({SIZE})", explained, re.S).groups()
@@ -99,7 +101,6 @@ def test_08_why_is_my_peak_higher(executed):  # noqa: F811 - the fixture importe
     fw_ran, _, fw_compiled, _, fw_afresh, fw_n, (_, inside, between, reuse) = split["forward"]
     bw_ran, _, bw_compiled, _, bw_afresh, bw_n, _ = split["backward"]
     assert n_a == n_b and w_a == w_b  # the same weight alive at one peak only, on each side
-    assert between == "0 B"  # the whole gap of the compiled programs is the reuse
     prose = _md(nb, "The two forward peaks hold the same weight")
     seven = {"7": "seven"}.get(n_a, n_a)
     quotes(prose, f"{seven} {_fmt(_bytes(w_a) / int(n_a))} values on each side", f"So the {gap} gap",
