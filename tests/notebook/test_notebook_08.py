@@ -65,15 +65,18 @@ def test_08_why_is_my_peak_higher(executed):  # noqa: F811 - the fixture importe
             assert compiled == afresh and between == "0 B", (kind, compiled, afresh)
     # the explainer and the remedy tried
     explained = _stdout(_code(nb, "print(explanation)"))
-    peak, saved = re.search(rf"forward #0: peak ({SIZE}) above inputs.*?saved for backward: ({SIZE})", explained, re.S).groups()
+    part, peak, saved = re.search(rf"(forward|backward) #0: peak ({SIZE}) above inputs.*?saved for backward: ({SIZE})",
+                                  explained, re.S).groups()
     remedies = re.findall(rf"^  (checkpoint blocks|fsdp zero3 on 2 ranks|fusion=\w+|recompute \S+): ({SIZE})", explained, re.M)
-    assert peak == ours_fw and remedies and remedies[0][0] == "checkpoint blocks"
+    assert remedies
     assert [_bytes(s) for _, s in remedies] == sorted((_bytes(s) for _, s in remedies), reverse=True)
     tried = _stdout(_code(nb, "explanation.try_remedy(best.name)"))
     name, predicted, measured, ok = re.search(rf"^(.+): predicted saving ({SIZE}), measured ({SIZE}); matches eager: "
                                               r"(True|False)$", tried, re.M).groups()
-    assert name == "checkpoint blocks" and ok == "True" and predicted == remedies[0][1]
-    assert (measured == predicted) if cpu else _close(_bytes(measured), _bytes(predicted))
+    assert (name, predicted) == remedies[0] and ok == "True"
+    # the tolerance of the explainer's GPU test (tests/test_peak_explain.py): two measured peaks, 1% + 4 KiB each
+    assert (measured == predicted) if cpu else abs(_bytes(measured) - _bytes(predicted)) <= 2 * (
+        0.01 * _bytes(peak) + 4096)
     # the sweep: rows, peaks, and stars recomputed from the rows
     table = _stdout(_code(nb, "print(sweep)"))
     sweep = {c.strip(): (float(ms), p, m, part, star == "*") for c, ms, p, m, part, star in re.findall(
@@ -86,10 +89,12 @@ def test_08_why_is_my_peak_higher(executed):  # noqa: F811 - the fixture importe
         assert star == (not beaten), (c, sweep)
     dataflow, memory = sweep["fusion=dataflow"], sweep["fusion=memory"]
     half, zero = sweep["fusion=dataflow, memory_budget=0.5"], sweep["fusion=dataflow, memory_budget=0.0"]
+    if not cpu:
+        return  # the prose quotes a CPU run's figures; on a GPU the explainer's and the sweep's loss is outside the
+        # compiled program (inspect's default), the traced cell's inside it: other programs, other peaks
+    assert part == "forward" and peak == ours_fw and remedies[0][0] == "checkpoint blocks"
     assert dataflow[2] == ours_fw and half[3] == zero[3] == "backward"
     assert _bytes(zero[2]) > max(_bytes(r[2]) for c, r in sweep.items() if c != "fusion=dataflow, memory_budget=0.0")
-    if not cpu:
-        return  # the prose quotes a CPU run's figures
     assert _bytes(memory[2]) < _bytes(dataflow[2]) and memory[3] == "forward"
     assert _bytes(half[2]) < _bytes(dataflow[2])
     # the prose
