@@ -73,6 +73,19 @@ def test_try_button_runs_try_remedy_and_shows_the_measured_saving_beside_the_pre
         panel.try_remedy("bogus")
 
 
+def test_a_predicted_only_remedy_has_no_live_try_button():
+    """FSDP's remedy needs N processes: its Try stays disabled, before and after another remedy's run."""
+    from trace_lab.notebook.lab_panels import PeakPanel
+
+    e = _Explained({"fusion=memory": 4096})
+    e.considered.append(Remedy("fsdp zero3 on 2 ranks", {"fsdp": "zero3"}, "predicted only", 8192, measurable=False))
+    panel = PeakPanel(e)
+    assert panel.buttons["fsdp zero3 on 2 ranks"].disabled and not panel.buttons["fusion=memory"].disabled
+    panel.buttons["fusion=memory"].click()
+    assert panel.wait(30) and panel.last_error is None
+    assert panel.buttons["fsdp zero3 on 2 ranks"].disabled and not panel.buttons["fusion=memory"].disabled
+
+
 def test_a_displayed_explanation_is_the_panel_with_a_static_copy():
     e = _Explained({})
     bundle = e._repr_mimebundle_()

@@ -393,11 +393,13 @@ def _peak_panel_and_peer_trace(page, cells, traced: int, name: str) -> list[str]
     from test_browser import ARTIFACTS
 
     problems = []
-    if "torch.compile trace" not in cells.nth(traced).locator(".jp-OutputArea").inner_text():
+    if "torch.compile trace" not in (cells.nth(traced).locator(".jp-OutputArea").text_content() or ""):  # Compare's rows
         problems.append(f"{name}: the --peer-trace output does not name torch.compile's run")
     panel = page.locator(".jp-CodeCell").filter(has_text="explanation = trace_lab.explain_peak").locator(
         ".tl-peak-tools").first
-    row = panel.locator(".widget-hbox").filter(has_text="fusion=memory").first
+    # the remedy's row: its Try button and its cells (the panel's top row names a remedy too while one runs)
+    row = panel.locator(".widget-hbox").filter(has=page.get_by_role("button", name="Try")).filter(
+        has_text="fusion=memory").first
     if not row.count():
         return problems + [f"{name}: the explanation's panel has no fusion=memory row"]
     row.scroll_into_view_if_needed()

@@ -127,7 +127,9 @@ class PeakPanel:
                        f"({' · '.join(REMEDY_HEAD[1:4])}), <b>Try</b> reruns with one and measures:</div>")]
         for r in ranked:
             button = W.Button(description="Try", icon="play", layout=W.Layout(width="70px"),
-                              tooltip=f"rerun with {r.name} and measure this part's peak")
+                              tooltip=f"rerun with {r.name} and measure this part's peak" if r.measurable else
+                              "predicted only: it needs more than this process to run (see why)",
+                              disabled=not r.measurable)
             button.on_click(lambda _b, name=r.name: self.try_remedy(name))
             self.buttons[r.name], self.cells[r.name] = button, W.HTML(self._cells(r))
             rows.append(W.HBox([button, self.cells[r.name]], layout=W.Layout(align_items="center")))
@@ -146,8 +148,9 @@ class PeakPanel:
                 f"{'' if r.ok is None else ', matches eager ' + esc(ok)} <span class='tl-dim'>({esc(why)})</span></div>")
 
     def _busy(self, busy: bool) -> None:
+        measurable = {b: self.explanation.remedy(n).measurable for n, b in self.buttons.items()} if self.explanation else {}
         for b in [*self.buttons.values(), self.explain_button]:
-            b.disabled = busy
+            b.disabled = busy or not measurable.get(b, True)  # a predicted-only remedy's Try stays off
         self.progress.layout.display = None if busy else "none"
         self.progress.bar_style = "info" if busy else ""
         self.progress.value = 0
