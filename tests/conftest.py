@@ -83,9 +83,10 @@ FULL = {
         "test_every_user_string_is_escaped",  # 10 s
         "test_tabs_trace_and_bars",  # 7 s
     ),
-    # notebook 05 (two ranks a magic cell): its nbclient run took 202 s of the CI tier at 8c27ea1; its prose checks
-    # run in the GPU check (on CUDA, NCCL) and in --full
+    # notebooks 05 (two ranks a magic cell) and 02 (compile times): their nbclient runs took 202 s and 105 s of the CI
+    # tier (8c27ea1, 9475122); their prose checks run in the GPU check (on CUDA) and in --full
     "tests/notebook/test_teaching_notebooks.py": (
+        "test_notebook_runs_top_to_bottom[02_compile_time_and_fusion_cache]",  # 105 s (a fifth cut, at 9475122)
         "test_notebook_runs_top_to_bottom[05_wait_sorting]",  # 202 s
     ),
     "tests/notebook/test_views_peak_plot_progress.py": (
