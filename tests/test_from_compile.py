@@ -116,14 +116,19 @@ def _mlp():
                                 torch.nn.LayerNorm(64)), torch.randn(32, 64, requires_grad=True))
 
 
-def test_mlp_kernels_are_regions_and_the_peaks_are_measured(output_code):
+def _captured_and_checked(fn, x, output_code):
+    """from_compile(fn, x) with the post-grad graphs recorded beside it, and _check_report's checks: (report, kinds)."""
     from torch._inductor import config
 
     post_grad = _PostGrad()
-    model, x = _mlp()
     with config.patch(post_grad_custom_post_pass=post_grad):
-        report = trace_lab.from_compile(model, x)
-    kinds = _check_report(report, output_code, post_grad)
+        report = trace_lab.from_compile(fn, x)
+    return report, _check_report(report, output_code, post_grad)
+
+
+def test_mlp_kernels_are_regions_and_the_peaks_are_measured(output_code):
+    model, x = _mlp()
+    report, kinds = _captured_and_checked(model, x, output_code)
     assert report.comparison["checked"]["grads"] == 7  # x, three weights, three biases
     for m in kinds.values():
         assert _close(m["predicted_peak_above_inputs_bytes"], m["measured_peak_above_inputs_bytes"]), m
@@ -138,15 +143,10 @@ def _block():
 
 
 def test_llama_block_against_eager_and_diffed_against_a_trace_lab_strategy(output_code):
-    from torch._inductor import config
-
     from trace_lab.analysis.diff import alive_during, op_keys
 
-    post_grad = _PostGrad()
     block, x = _block()
-    with config.patch(post_grad_custom_post_pass=post_grad):
-        report = trace_lab.from_compile(block, x)
-    kinds = _check_report(report, output_code, post_grad)
+    report, kinds = _captured_and_checked(block, x, output_code)
     for m in kinds.values():  # the forward's softmax kernel writes over the dying bmm output (in_out_ptr)
         assert _close(m["predicted_peak_above_inputs_bytes"], m["measured_peak_above_inputs_bytes"]), m
     assert not report.warnings, report.warnings
