@@ -124,3 +124,33 @@ def test_jitted_program_regions_are_direct_and_match_eager():
     assert n_regions > 2 and calls <= 2  # the captured forward's (and backward's) own, none per region
     torch.testing.assert_close(xj.grad, x.grad)
     torch.testing.assert_close(wj.grad, w.grad)
+
+
+def test_first_call_starts_inductor_compile_workers_before_capture(monkeypatch):
+    """Issue 27 (first iteration): on a machine with CUDA, a jit whose programs run regions through Inductor starts
+    Inductor's compile workers at its first call, before Dynamo captures (as torch.compile's backend does), so that
+    the first regions' kernels do not compile in this process while the pool boots; other executors, fusion="none"
+    and later calls start nothing. (CUDA is reported available here; the programs run where the inputs are.)"""
+    import torch._inductor.async_compile as async_compile
+    import trace_lab.run.jit
+    from trace_lab.capture.session import CaptureSession
+
+    events = []
+    monkeypatch.setattr(async_compile, "maybe_warm_pool", lambda: events.append("warm"))
+    original = CaptureSession.backend
+    monkeypatch.setattr(CaptureSession, "backend", lambda self, gm, ex: (events.append("capture"), original(self, gm, ex))[1])
+    monkeypatch.setattr(trace_lab.run.jit, "_cuda_available", lambda: True)
+
+    def f(x):
+        return (x.sin() * 2).cos()
+
+    x = torch.randn(8)
+    for executor, fusion, expected in (("inductor", "dataflow", ["warm", "capture"]), ("eager", "dataflow", ["capture"]),
+                                       ("inductor", "none", ["capture"])):
+        events.clear()
+        jf = trace_lab.jit(f, executor=executor, fusion=fusion)
+        torch.testing.assert_close(jf(x), f(x))
+        assert events == expected, (executor, fusion)
+        events.clear()
+        torch.testing.assert_close(jf(x + 1), f(x + 1))
+        assert events == [], "a later call starts nothing"

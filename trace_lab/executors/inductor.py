@@ -53,7 +53,7 @@ from .fusion_cache import FusionCache, region_signature, signature_hash
 from .workspace import example_tensor as _example
 from .workspace import compiled_region, measure_workspace
 
-__all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region"]
+__all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region", "warm_compile_workers"]
 
 # ---- compiling one region ------------------------------------------------------------------------
 # Outputs the direct call returns as AOTAutograd's inference wrapper would: fresh buffers, and views
@@ -153,6 +153,20 @@ def kernel_waits_release(lock):
             yield
         finally:
             async_compile.AsyncCompile._wait_futures = original
+
+
+def warm_compile_workers() -> bool:
+    """Start Inductor's kernel-compiling worker processes now, as torch.compile's own ``inductor`` backend does when
+    a frame first reaches it (``maybe_warm_pool``). Until that pool reports ready, Inductor compiles each Triton
+    kernel in this process, one after another; started at a jit's first call, the workers boot while Dynamo and
+    AOTAutograd capture, and the regions' kernels compile in parallel from the first one. Returns whether this
+    torch has the hook (it does nothing without Triton, with ``TORCH_WARM_POOL=0`` or one compile thread)."""
+    try:
+        from torch._inductor.async_compile import maybe_warm_pool
+    except ImportError:
+        return False
+    maybe_warm_pool()
+    return True
 
 
 def _process_wide_contexts():

@@ -136,6 +136,8 @@ class JitFunction:
         if self._scratch_pending:
             self.complete_measurements()
         breaks = None if self.programs else dynamo_break_counts()  # why nothing is captured (last_traces)
+        if self.calls == 1:
+            _warm_inductor_workers(self.options)
         try:
             out = self._compiled(*args, **kwargs)
             if self._fsdp_unchecked:
@@ -303,6 +305,25 @@ def _without_disable_marks(run):
 
     boxed._boxed_call = True
     return boxed
+
+
+def _cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def _warm_inductor_workers(options: Options) -> None:
+    """At a jit's first call on a machine with CUDA, when its CUDA programs would run fused regions through Inductor:
+    start Inductor's compile workers before capture (:func:`..executors.inductor.warm_compile_workers`), so that the
+    regions' Triton kernels compile in parallel from the first region on instead of in this process while the
+    workers boot (issue 27, first iteration)."""
+    if not _cuda_available():
+        return
+    cuda = torch.device("cuda")
+    if resolve_fusion(options.fusion, cuda)[0] == "none" or resolve_executor(options.executor, cuda)[0] != "inductor":
+        return
+    from ..executors.inductor import warm_compile_workers
+
+    warm_compile_workers()
 
 
 def resolve_fusion(name: str, device: torch.device) -> tuple[str, str]:
