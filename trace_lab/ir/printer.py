@@ -234,7 +234,8 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
     for n in trace.graph.nodes:
         if n.op == "get_attr":  # tensor literals of the user's code, held by the program
             value = fx.graph_module._get_attr(trace.gm, n.target)
-            out.append(Line(f'  # {name_of(n)}: "{type_comment(value)}" (constant)', "constant", name_of(n), n.name))
+            how = f"constant, folded at compile time from {n.meta['folded']}" if n.meta.get("folded") else "constant"
+            out.append(Line(f'  # {name_of(n)}: "{type_comment(value)}" ({how})', "constant", name_of(n), n.name))
     last_src = None
     ends = trace.info.get("region_ends") or {}
     for k, n in enumerate(trace.ops):

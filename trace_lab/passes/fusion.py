@@ -5,6 +5,8 @@ of ``ctx.executor.can_fuse(node)`` only; whether a region's inner values touch
 memory is ``ctx.executor.materializes_regions`` (it changes what the memory
 strategy predicts).
 
+Every strategy but ``none`` first folds scalar constants (:mod:`.constant_fold`).
+
 * ``none``       - one op per kernel, original order: the trace is unchanged.
 * ``dataflow``   - fusible producer/consumer chains merged (cycle-checked), groups
   in original order where dependencies allow (:func:`.partition.dataflow_groups`).
@@ -23,6 +25,7 @@ The result's ``info`` records the strategy, the regions and the predicted peak.
 from __future__ import annotations
 
 from ..options import FUSION_STRATEGIES
+from .constant_fold import fold_constants
 from .registry import register_pass
 from .partition import (OpGraph, dataflow_groups, horizontal_order, singleton_units, topological_order)
 from .region_ends import region_ends
@@ -63,6 +66,7 @@ def fusion_pass(trace, ctx):
     strategy = ctx.options.fusion
     if strategy == "none":
         return trace.derive(trace.gm, "fusion", info={"fusion": "none", "regions": []})
+    trace = fold_constants(trace)  # scalars computed from literals alone: once, not on every call
     materialized = ctx.executor.materializes_regions
     can_fuse = ctx.executor.can_fuse
     keep_unfused = ctx.keep_unfused

@@ -1,0 +1,141 @@
+"""Constant folding: scalar values that depend on no input are computed once, at compile time.
+
+A captured program recomputes, on every call, values built from literals alone: ``Adam.step``'s
+``exp_avg.lerp_(grad, 1 - beta1)`` decomposes into ``full([], 0.1)``, ``abs``, ``ge(., 0.5)``, ``sub``
+and ``where`` on 0-dim tensors for each of its 200 parameters. Fused, those become a region with no
+inputs plus a torch op per parameter: on an H100 with nvFuser, 400 of the step's 600 launches and most
+of its host time (``benchmarks/adam_step_profile.py``). :func:`fold_constants` evaluates such values
+once and turns each into a program constant (a ``get_attr``, printed ``(constant)``, held by the program
+like the user's own tensor literals, counted with the inputs by the liveness model).
+
+A node folds when it is a call of an aten/prims operator that every input of is folded (or a literal),
+its result is one tensor of at most :data:`MAX_NUMEL` element(s), the operator is neither random
+(``nondeterministic_seeded``) nor mutating, and no user of it is the program's output or an op whose
+result aliases its input (a view), so that no caller ever holds a folded tensor, which every call shares.
+Equal folded values share one constant. The fusion pass folds before it forms regions, for every strategy
+but ``none`` (which keeps the program as captured).
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from ..ir.trace import Trace
+
+__all__ = ["fold_constants", "MAX_NUMEL"]
+
+MAX_NUMEL = 1  # scalars: a folded constant is held for the program's lifetime, so only tiny ones fold
+
+
+def _is_operator(target) -> bool:
+    return isinstance(target, torch._ops.OpOverload)
+
+
+def _returns_alias(target) -> bool:
+    return any(r.alias_info is not None for r in target._schema.returns)
+
+
+def _foldable_op(n: fx.Node) -> bool:
+    if n.op != "call_function" or not _is_operator(n.target):
+        return False
+    t = n.target
+    if t._schema.is_mutable or _returns_alias(t) or torch.Tag.nondeterministic_seeded in t.tags:
+        return False
+    val = n.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.numel() <= MAX_NUMEL
+
+
+def _safe_users(n: fx.Node) -> bool:
+    """Nobody outside the program, and no view, ever holds the folded value itself."""
+    return all(u.op != "output" and not (u.op == "call_function" and _is_operator(u.target)
+                                         and _returns_alias(u.target)) for u in n.users)
+
+
+def _plan(graph: fx.Graph) -> list[fx.Node]:
+    """The nodes that fold, in program order."""
+    folded: set[fx.Node] = set()
+    order = []
+    for n in graph.nodes:
+        if n.op == "call_function" and _foldable_op(n) and _safe_users(n) \
+                and all(a in folded for a in n.all_input_nodes):
+            folded.add(n)
+            order.append(n)
+    return order
+
+
+def _evaluate(order: list[fx.Node]) -> dict[fx.Node, torch.Tensor]:
+    values: dict[fx.Node, torch.Tensor] = {}
+    for n in order:
+        if not all(a in values for a in n.all_input_nodes):
+            continue
+        args = fx.node.map_arg(n.args, values.__getitem__)
+        kwargs = fx.node.map_arg(n.kwargs, values.__getitem__)
+        try:
+            with torch.no_grad():
+                out = n.target(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - an op that cannot run here stays in the program
+            continue
+        val = n.meta["val"]
+        if isinstance(out, torch.Tensor) and out.dtype == val.dtype and tuple(out.shape) == tuple(val.shape) \
+                and out.device == val.device:
+            values[n] = out
+    return values
+
+
+def _key(t: torch.Tensor) -> tuple:
+    return (t.dtype, tuple(t.shape), str(t.device), repr(t.detach().cpu().tolist()))
+
+
+def fold_constants(trace: Trace) -> Trace:
+    """``trace`` with its scalar constant subexpressions computed (module docstring); ``trace`` itself when
+    nothing folds. The new Trace keeps the stage name and info (the fusion pass's input, not a stage)."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():  # compiling runs under the capture's fake mode; these are real values
+        values = _evaluate(_plan(trace.graph))
+        keys = {n: _key(v) for n, v in values.items()}
+    # only values something unfolded reads become constants; the rest were steps towards them
+    kept = [n for n in values if any(u not in values for u in n.users)]
+    if not kept:
+        return trace
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    attrs: dict[str, object] = {}
+    for n in trace.graph.nodes:
+        if n.op == "get_attr":
+            attrs[n.target] = fx.graph_module._get_attr(trace.gm, n.target)
+        elif n.op == "call_module":
+            attrs[n.target] = trace.gm.get_submodule(n.target)
+    by_value: dict[tuple, fx.Node] = {}  # one constant per distinct value
+    for n in trace.graph.nodes:
+        if n in values and n not in kept:
+            continue  # a step towards a constant: not in the new program
+        if n in values:
+            key = keys[n]
+            if key not in by_value:
+                name = f"folded{len(by_value)}"
+                while name in attrs or hasattr(trace.gm, name):
+                    name += "_"
+                attrs[name] = values[n]
+                g = graph.get_attr(name)
+                g.meta = {k: v for k, v in n.meta.items() if k in ("val", "tensor_meta", "stack_trace")}
+                g.meta["folded"] = _describe(n, values)
+                by_value[key] = g
+            env[n] = by_value[key]
+            continue
+        env[n] = graph.node_copy(n, env.__getitem__)
+    gm = fx.GraphModule(attrs, graph)
+    gm.graph.lint()
+    info = dict(trace.info)
+    info["folded_constants"] = [{"value": n.name, "constant": env[n].target, "from": _describe(n, values)}
+                                for n in kept]
+    folded = trace.derive(gm, trace.stage, info=info)
+    folded.pass_seconds = trace.pass_seconds
+    return folded
+
+
+def _describe(n: fx.Node, values: dict) -> str:
+    """``ge(abs(full))``: the ops a folded value was computed from (inputs folded too are nested)."""
+    name = getattr(n.target, "__name__", str(n.target)).split(".")[0]
+    inner = [_describe(a, values) for a in n.all_input_nodes if a in values]
+    return f"{name}({', '.join(inner)})" if inner else f"{name}()"
