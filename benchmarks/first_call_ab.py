@@ -29,7 +29,7 @@ torch.cuda.synchronize()
 first = time.perf_counter() - t0
 ref_model, _ = workloads.make_llama(int(sys.argv[3]))("cuda", "full")
 ref = ref_model(x)
-ok = torch.allclose(out.float(), ref.float(), rtol=2e-2, atol=2e-2)
+ok = ((out.float() - ref.float()).norm() / ref.float().norm()).item() < 2e-2  # relative norm, bf16
 parts = {r.kind: round(r.timings()["wall"], 2) for r in jfn.compilations()}
 print("RESULT " + json.dumps({"first_s": first, "forward_s": fw, "parts_wall_s": parts, "matches_eager": bool(ok)}))
 """
