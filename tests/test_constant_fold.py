@@ -83,3 +83,15 @@ def test_fusion_none_keeps_the_program_as_captured():
     report = trace_lab.inspect(fn, fusion="none", executor="eager", runs=1)
     assert report.comparison is not None and report.comparison["ok"], report.comparison
     assert not _constants(_final(report))
+
+
+def test_memory_order_of_a_folded_adam_step_is_priced_as_measured():
+    """With the constants folded, the memory strategy orders two parameters' updates so that an op-by-op
+    ``prims.fma`` (lerp's and addcmul's decomposition, run as (a * b) + c) is the peak: its product is a
+    temporary the size of the result, counted as the op's scratch (analysis/op_scratch.py)."""
+    fn, _ = make_adam_step("cpu", "small", n_params=2, numel=65536)
+    report = trace_lab.inspect(fn, fusion="memory", executor="eager", runs=1)
+    assert report.comparison is not None and report.comparison["ok"], report.comparison
+    predicted, measured = report.predicted_peak("inference"), report.measured_peak("inference")
+    assert predicted == measured, (predicted, measured)
+    assert _constants(_final(report))

@@ -264,7 +264,7 @@ def check_copy_heavy_adam(nb):
     out = _stdout(_code(nb, "copies = [n for n in trace.ops"))
     ops, ncopies, moved = re.search(rf"(\d+) ops, of which (\d+) copy_ results back into the inputs \(({SIZE}) moved\)", out).groups()
     peak, at, total, first_copy = re.search(
-        rf"peak ({SIZE}) above the inputs, at line (\d+) of (\d+) \(the first copy_ is line (\d+)\)", out).groups()
+        rf"peak ({SIZE}) above the inputs, reached last at line (\d+) of (\d+) \(the first copy_ is line (\d+)\)", out).groups()
     assert int(ncopies) == 4 * 8  # parameter, exp_avg, exp_avg_sq, step of 8 parameters
     assert _bytes(moved) <= _bytes(peak) <= 1.25 * _bytes(moved), "the peak is close to what the step updates"
     assert int(first_copy) - 3 <= int(at) <= int(first_copy), "the peak is just before the copies"

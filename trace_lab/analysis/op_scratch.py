@@ -28,7 +28,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-__all__ = ["SCRATCH_OPS", "CUDA_SCRATCH_OPS", "CPU_LOW_PRECISION_SCRATCH_OPS", "VALUE_DEPENDENT_SCRATCH",
+__all__ = ["SCRATCH_OPS", "SCRATCH_OPS_BY_NAME", "CUDA_SCRATCH_OPS", "CPU_LOW_PRECISION_SCRATCH_OPS", "VALUE_DEPENDENT_SCRATCH",
            "OpScratch", "scratch_nodes", "has_scratch", "op_signature", "op_scratch_bytes", "scratch_unknown",
            "lower_bound_note", "bound_note"]
 
@@ -59,6 +59,9 @@ SCRATCH_OPS: dict[str, tuple] = {
     "composite kernels (temporaries)": (aten.isinf,),
 }
 _PACKETS = frozenset(p for ops in SCRATCH_OPS.values() for p in ops)
+# the same, for operators registered only once torch._prims is imported, by their qualified name: prims.fma (the
+# decomposition of lerp and addcmul) runs op by op as (a * b) + c, its product a temporary the size of the result
+SCRATCH_OPS_BY_NAME: dict[str, str] = {"prims::fma": "composite kernels (temporaries)"}
 
 # Ops whose scratch depends on their input's *values*, not only its layout: measured with every floating
 # input filled with VALUE_DEPENDENT_FILL, the case that takes the most, so the line's figure is an upper
@@ -124,7 +127,8 @@ def has_scratch(node: fx.Node) -> bool:
     if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
         return False
     packet = target.overloadpacket
-    return packet in _PACKETS or (packet in _CUDA_PACKETS and _on_cuda(node)) or \
+    return packet in _PACKETS or target._schema.name in SCRATCH_OPS_BY_NAME or \
+        (packet in _CUDA_PACKETS and _on_cuda(node)) or \
         (packet in _CPU_LOW_PRECISION_PACKETS and _low_precision_on_cpu(node))
 
 

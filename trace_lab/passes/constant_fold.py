@@ -12,7 +12,7 @@ A node folds when it is a call of an aten/prims operator that every input of is 
 its result is one tensor of at most :data:`MAX_NUMEL` element(s), the operator is neither random
 (``nondeterministic_seeded``) nor mutating, and no user of it is the program's output or an op whose
 result aliases its input (a view), so that no caller ever holds a folded tensor, which every call shares.
-Equal folded values share one constant. The fusion pass folds before it forms regions, for every strategy
+Equal folded values (the same ops on the same literals) share one constant. The fusion pass folds before it forms regions, for every strategy
 but ``none`` (which keeps the program as captured).
 """
 from __future__ import annotations
@@ -82,18 +82,28 @@ def _evaluate(order: list[fx.Node]) -> dict[fx.Node, torch.Tensor]:
     return values
 
 
-def _key(t: torch.Tensor) -> tuple:
-    return (t.dtype, tuple(t.shape), str(t.device), repr(t.detach().cpu().tolist()))
+def _keys(values: dict) -> dict:
+    """A key per folded node naming how it is computed (op, literals, the keys of its folded inputs) and what it
+    is: equal keys are equal values, on any device (a meta run's constants have no data to compare)."""
+    keys: dict[fx.Node, str] = {}
+    for n in values:  # program order: inputs first
+        args = fx.node.map_arg((n.args, n.kwargs), lambda a: keys[a])
+        t = values[n]
+        keys[n] = f"{n.target}{args!r}:{t.dtype}{tuple(t.shape)}@{t.device}"
+    return keys
 
 
 def fold_constants(trace: Trace) -> Trace:
     """``trace`` with its scalar constant subexpressions computed (module docstring); ``trace`` itself when
     nothing folds. The new Trace keeps the stage name and info (the fusion pass's input, not a stage)."""
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    from torch.utils._python_dispatch import _disable_current_modes
 
-    with unset_fake_temporarily():  # compiling runs under the capture's fake mode; these are real values
+    # compiling runs under the capture's fake mode and AOTAutograd's Python dispatcher (through which ``.cpu()``
+    # of a real tensor recurses between ``_to_copy``'s decomposition and ``device_put``): these are real values,
+    # computed with both set aside
+    with _disable_current_modes(), torch._C._DisablePythonDispatcher():
         values = _evaluate(_plan(trace.graph))
-        keys = {n: _key(v) for n, v in values.items()}
+        keys = _keys(values)
     # only values something unfolded reads become constants; the rest were steps towards them
     kept = [n for n in values if any(u not in values for u in n.users)]
     if not kept:

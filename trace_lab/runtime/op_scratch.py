@@ -54,6 +54,9 @@ def _measure(node: fx.Node, rounding: int) -> tuple[int | None, str]:
     if _profiler_active():
         return None, "not measured: a profiler is active"
     target = node.target
+    from .codegen import _fast_equivalents
+
+    runs_as = _fast_equivalents().get(target, target)  # what the generated program calls (prims.fma: (a * b) + c)
     bits = _bits(node)
 
     def call(*tensors):
@@ -62,7 +65,7 @@ def _measure(node: fx.Node, rounding: int) -> tuple[int | None, str]:
             # lazy views (no allocation), as the real input is one
             leaves[i] = t.conj() if bits[i] == "conj" else t._neg_view() if bits[i] == "neg" else t
         args, kwargs = pytree.tree_unflatten(leaves, spec)
-        return target(*args, **kwargs)
+        return runs_as(*args, **kwargs)
 
     largest = target.overloadpacket in VALUE_DEPENDENT_SCRATCH
 
