@@ -27,9 +27,11 @@ Python callable captured in the graph) and tensor constants of the graph (``get_
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
+import torch.fx as fx
 
 from ..errors import TraceLabError
 from ..ir.printer import format_trace, target_name
@@ -150,13 +152,29 @@ def _function_text(trace: Trace, name: str) -> str:
     return body.replace(f"def {trace.kind_function_name}(", f"def {name}(", 1)
 
 
-def _refuse_unwritable(trace: Trace, what: str) -> None:
+def _scalar_text(t: torch.Tensor) -> str | None:
+    """``torch.tensor(...)`` re-creating a one-element constant (a folded scalar), or None when it has no such text."""
+    if t.numel() != 1 or t.is_complex() or t.device.type == "meta":
+        return None
+    v = t.item()
+    text = repr(v) if not isinstance(v, float) or math.isfinite(v) else f"float({str(v)!r})"
+    return f"torch.tensor({text}, dtype={t.dtype}, device={str(t.device)!r}).reshape({tuple(t.shape)!r})"
+
+
+def _refuse_unwritable(trace: Trace, what: str) -> list[tuple[str, str]]:
+    """(name, text) of the program's scalar constants (folded at compile time), written as literals; anything else
+    a repro cannot hold as text is refused."""
+    constants = []
     for n in trace.graph.nodes:
         if n.op == "get_attr":
-            raise TraceLabError(f"export_repro: {what} reads a tensor constant of the graph ({n.target}); "
-                                "a repro file cannot hold it as text")
+            text = _scalar_text(fx.graph_module._get_attr(trace.gm, n.target))
+            if text is None:
+                raise TraceLabError(f"export_repro: {what} reads a tensor constant of the graph ({n.target}); "
+                                    "a repro file cannot hold it as text")
+            constants.append((trace.name(n), text))
         if n.op == "call_function" and target_name(n.target).startswith("_fn_"):
             raise TraceLabError(f"export_repro: {what} calls {n.target!r}, which has no torch name to write")
+    return constants
 
 
 def _input_line(val, domain: tuple | None = None) -> str:
@@ -178,12 +196,12 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
             raise TraceLabError(f"export_repro: {trace.kind} '{trace.stage}' has no region {region!r}; its regions: "
                                 f"{', '.join(regions) or 'none'}")
         sub = Trace(trace.gm.get_submodule(region), "inference", op_scratch=trace.op_scratch)
-        _refuse_unwritable(sub, f"region {region}")
+        constants = _refuse_unwritable(sub, f"region {region}")
         defs, entry, inputs = [_function_text(sub, region)], region, sub.inputs
         domains = input_domains(sub)
         title = f"region {region} of the {trace.kind} program, stage '{trace.stage}'"
     else:
-        _refuse_unwritable(trace, f"the {trace.kind} program")
+        constants = _refuse_unwritable(trace, f"the {trace.kind} program")
         defs = []
         for name, node in regions.items():
             sub = Trace(trace.gm.get_submodule(node.target), "inference", op_scratch=trace.op_scratch)
@@ -245,6 +263,8 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
     if cuda:
         lines += ["    if not torch.cuda.is_available():",
                   "        raise SystemExit('this repro was recorded on CUDA: run it on a machine with a GPU')"]
+    # the program's folded scalars, as module globals its function reads (created once a device is known to be there)
+    lines += [f"    {name} = {text}" for name, text in dict(constants).items()]
     lines += [
         "    inputs = make_inputs()",
         f"    expected = {entry}(*[t.clone() if isinstance(t, torch.Tensor) else t for t in inputs])",
