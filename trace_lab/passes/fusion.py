@@ -16,8 +16,8 @@ Every strategy but ``none`` first folds scalar constants (:mod:`.constant_fold`)
 * ``memory``     - order for the lowest predicted high-water mark, then merge only
   where the predicted peak does not rise (:mod:`.schedule`). It starts twice,
   from single ops in original order and from the dataflow groups, and keeps the
-  lower peak (fewer regions on a tie), so it is never above ``none`` or
-  ``dataflow``.
+  lowest peak of each start as it is and scheduled and merged (fewer regions on a
+  tie), so it is never above ``none`` or ``dataflow``.
 
 ``ctx.keep_unfused`` names ops no region may take (see :mod:`trace_lab.run.memory_guard`).
 The result's ``info`` records the strategy, the regions and the predicted peak.
@@ -54,8 +54,8 @@ def plan_units(trace, strategy: str, can_fuse, materialized: bool, max_region_op
         best = None
         for start in (singleton_units(graph, fused_if_fusible=True), topological_order(dataflow_groups(graph))):
             # the start itself is a candidate too: merging is judged window by window, and windows that each keep
-            # their own peak can still add up to a higher one (nvFuser, a folded Adam step: one region, 4 MiB,
-            # where the dataflow groups peak at 0.5 MiB)
+            # their own peak can still add up to a higher one (nvFuser, a folded Adam step: one region, 4 MiB;
+            # 514 KiB before folding, benchmarks/memory_strategy_probe.py)
             for order in (merge_pass(model, min_peak_order(model, start)), start):
                 score = (model.peak(order), sum(1 for u in order if u.fused), len(order))
                 if best is None or score < best[0]:
