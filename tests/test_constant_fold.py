@@ -34,8 +34,9 @@ def test_adam_step_folds_its_literal_scalars_once_for_all_parameters():
     assert len(regions) == 3 and all(n.args for n in regions)
     text = str(final)
     assert "folded at compile time from where(ge(abs(full()))" in text
-    # the captured stage still computes them (the fold belongs to the fusion stage)
+    # the captured stage still computes them (the fold belongs to the fusion stage); the summary says how many
     assert not _constants(report.traces()[0])
+    assert "3 fused regions, 2 scalar constants folded" in str(report)
     predicted, measured = report.predicted_peak("inference"), report.measured_peak("inference")
     assert predicted is not None and predicted == measured
 

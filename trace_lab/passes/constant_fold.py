@@ -10,7 +10,7 @@ like the user's own tensor literals, counted with the inputs by the liveness mod
 
 A node folds when it is a call of an aten/prims operator that every input of is folded (or a literal),
 its result is one tensor of at most :data:`MAX_NUMEL` element(s), the operator is neither random
-(``nondeterministic_seeded``) nor mutating, and no user of it is the program's output or an op whose
+(``nondeterministic_seeded``), mutating, nor an allocation of undefined values (``empty``), and no user of it is the program's output or an op whose
 result aliases its input (a view), so that no caller ever holds a folded tensor, which every call shares.
 Equal folded values (the same ops on the same literals) share one constant. The fusion pass folds before it forms regions, for every strategy
 but ``none`` (which keeps the program as captured).
@@ -25,6 +25,9 @@ from ..ir.trace import Trace
 __all__ = ["fold_constants", "MAX_NUMEL"]
 
 MAX_NUMEL = 1  # scalars: a folded constant is held for the program's lifetime, so only tiny ones fold
+# allocations whose values are undefined: nothing to compute once
+_UNDEFINED_CONTENT = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
+                                "empty_permuted"})
 
 
 def _is_operator(target) -> bool:
@@ -39,7 +42,8 @@ def _foldable_op(n: fx.Node) -> bool:
     if n.op != "call_function" or not _is_operator(n.target):
         return False
     t = n.target
-    if t._schema.is_mutable or _returns_alias(t) or torch.Tag.nondeterministic_seeded in t.tags:
+    if t._schema.is_mutable or _returns_alias(t) or torch.Tag.nondeterministic_seeded in t.tags \
+            or t.overloadpacket.__name__ in _UNDEFINED_CONTENT:
         return False
     val = n.meta.get("val")
     return isinstance(val, torch.Tensor) and val.numel() <= MAX_NUMEL

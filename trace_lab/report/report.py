@@ -37,6 +37,7 @@ def part_summary(part, materialized: bool) -> dict:
         stages.append({
             "stage": t.stage, "pass_seconds": t.pass_seconds, "ops": len(t.ops),
             "regions": sum(1 for n in t.ops if n.op == "call_module"),
+            "folded_constants": sum(1 for n in t.graph.nodes if n.op == "get_attr" and n.meta.get("folded")),
             "predicted_peak_bytes": live.peak_bytes,
             "predicted_peak_above_inputs_bytes": live.peak_above_inputs_bytes,
         })
@@ -294,7 +295,9 @@ class Report:
                          + " above inputs, forward and backward together (measured)"))
         for p, kind, part in summary_parts(self.programs):
             s = part["stages"][-1]
+            folded = s.get("folded_constants", 0)  # absent from reports saved before constant folding
             rows.append((f"{kind} #{p['index']}", f"{plural(s['ops'], 'op')}, {plural(s['regions'], 'fused region')}"
+                         + (f", {plural(folded, 'scalar constant')} folded" if folded else "")
                          + (f", {p['reason']}" if p["reason"] != "first compile" else "")))
         rows += _region_rows(self.programs)
         rows += _compile_rows(self.programs)
