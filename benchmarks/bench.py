@@ -778,6 +778,30 @@ def _first_note(g) -> str:
     return f"nvFuser compiling {_num(nv)} s of it" if nv else ""
 
 
+def as_run(g) -> dict:
+    """The configuration a group ran: its name's, except ``default``, which is named by what its run resolved to
+    (``stats``: the one executor its programs used, and the strategy ``fusion="auto"`` chose), so that the default
+    options compete for "best <executor> strategy" with the configurations named after the same choice."""
+    cfg = dict(parse_config(g["config"]))
+    stats = g.get("stats") or {}
+    if g["config"] == "default":
+        executors = stats.get("executors") or []
+        if len(executors) == 1:
+            cfg["executor"] = executors[0]
+        for why in stats.get("executor_reasons") or []:
+            m = re.match(r"fusion auto: (\w+) on", why)
+            if m:
+                cfg["strategy"] = m.group(1)
+    return cfg
+
+
+def _label(g) -> str:
+    cfg = as_run(g)
+    if g["config"] == "default" and cfg.get("strategy") and cfg.get("executor"):
+        return f"default ({cfg['strategy']}-{cfg['executor']})"
+    return g["config"]
+
+
 def targets(groups: list[dict]) -> list[dict]:
     """Issue 27's targets (issue 14's where 27 names none), each met or missed by its median; ratios of medians
     within one file."""
@@ -790,11 +814,11 @@ def targets(groups: list[dict]) -> list[dict]:
         tc, ro, eager = (_group(groups, "llama", L, c) for c in ("torch.compile", "reduce-overhead", "eager"))
         plain = [g for g in rows if not parse_config(g["config"]).get("cuda_graphs")]
         for ex, lim in (("inductor", 1.1), ("nvfuser", 1.2)):
-            cands = [g for g in plain if parse_config(g["config"]).get("executor") == ex]
+            cands = [g for g in plain if as_run(g).get("executor") == ex]
             best = min(cands, key=lambda g: _med(g, "steady_ms"), default=None)
             out.append(_target(f"llama {L}L steady, no graphs: best {ex} strategy <= {lim}x torch.compile",
                                _med(best, "steady_ms"), _med(tc, "steady_ms") and lim * _med(tc, "steady_ms"), " ms",
-                               f"{best['config']}: {_ratio(_med(best, 'steady_ms'), _med(tc, 'steady_ms')):.2f}x"
+                               f"{_label(best)}: {_ratio(_med(best, 'steady_ms'), _med(tc, 'steady_ms')):.2f}x"
                                if best and _med(tc, "steady_ms") else "", _host_note(best)))
         worst = max(plain, key=lambda g: _med(g, "steady_ms"), default=None)
         out.append(_target(f"llama {L}L steady: no strategy slower than eager", _med(worst, "steady_ms"),
@@ -834,13 +858,13 @@ def targets(groups: list[dict]) -> list[dict]:
                            _med(eager, "steady_ms") and 1.05 * _med(eager, "steady_ms"), " ms",
                            f"{d['vs_eager']:.2f}x" if d.get("vs_eager") else "", _host_note(d)))
     for graphs, ref, ref_name in ((False, tc, "torch.compile"), (True, ro, "reduce-overhead")):
-        cands = [g for g in tl if g["bench"] == "adam" and parse_config(g["config"]).get("executor") == "nvfuser"
-                 and bool(parse_config(g["config"]).get("cuda_graphs")) == graphs]
+        cands = [g for g in tl if g["bench"] == "adam" and as_run(g).get("executor") == "nvfuser"
+                 and bool(as_run(g).get("cuda_graphs")) == graphs]
         best = min(cands, key=lambda g: _med(g, "steady_ms"), default=None)
         if best:
             out.append(_target(f"Adam.step, best nvfuser strategy{' with graphs' if graphs else ''}: <= 1.0x "
                                f"{ref_name}", _med(best, "steady_ms"), _med(ref, "steady_ms"), " ms",
-                               f"{best['config']}: {_ratio(_med(best, 'steady_ms'), _med(ref, 'steady_ms')):.2f}x"
+                               f"{_label(best)}: {_ratio(_med(best, 'steady_ms'), _med(ref, 'steady_ms')):.2f}x"
                                if _med(ref, "steady_ms") else "", _host_note(best)))
     for g in [g for g in tl if g["bench"] == "adam"]:
         c, tcc = _med(g, "compile_s"), _med(tc, "compile_s")

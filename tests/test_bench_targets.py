@@ -1,0 +1,38 @@
+"""bench.py's targets (issue 27): the default options compete as the configuration they resolved to.
+
+A "default" run of Adam.step on a GPU is dataflow + nvFuser (``fusion="auto"``, ``executor="auto"``); the target
+"best nvfuser strategy <= 1.0x torch.compile" must be quoted from that run when it is the latest, not from an older
+file that happened to name ``dataflow-nvfuser``."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench  # noqa: E402
+
+
+def _row(name, steady, stats=None):
+    return {"name": name, "system": "trace_lab" if name not in bench.PEERS else name, "bench": "adam", "ok": True,
+            "steady_ms": steady, "host_ms": steady, "device_ms": steady, "compile_s": 10.0, "first_iter_s": 10.0,
+            "stats": stats or {}}
+
+
+def _targets(rows):
+    return {t["target"]: t for t in bench.targets(bench.aggregate(rows))}
+
+
+def test_default_options_count_as_the_strategy_and_executor_they_ran():
+    nvfuser_default = {"executors": ["nvfuser"],
+                       "executor_reasons": ["auto: CUDA device and nvfuser_direct imports",
+                                            "fusion auto: dataflow on cuda (unfused programs are host-bound on a GPU)"]}
+    rows = [_row("eager", 11.6), _row("torch.compile", 4.2), _row("default", 7.8, nvfuser_default),
+            _row("dataflow-inductor", 16.6)]
+    found = _targets(rows)
+    best = found["Adam.step, best nvfuser strategy: <= 1.0x torch.compile"]
+    assert best["met"] is False and "default (dataflow-nvfuser): 1.86x" in best["detail"], best
+    # a default run that resolved to Inductor is not an nvFuser candidate
+    inductor_default = {"executors": ["inductor"], "executor_reasons": ["fusion auto: dataflow on cuda (...)"]}
+    found = _targets([_row("eager", 11.6), _row("torch.compile", 4.2), _row("default", 7.8, inductor_default)])
+    assert "Adam.step, best nvfuser strategy: <= 1.0x torch.compile" not in found
+    assert bench.as_run({"config": "default", "stats": inductor_default})["executor"] == "inductor"
