@@ -10,10 +10,11 @@ like the user's own tensor literals, counted with the inputs by the liveness mod
 
 A node folds when it is a call of an aten/prims operator that every input of is folded (or a literal),
 its result is one tensor of at most :data:`MAX_NUMEL` element(s), the operator is neither random
-(``nondeterministic_seeded``), mutating, nor an allocation of undefined values (``empty``), and no user of it is the program's output or an op whose
-result aliases its input (a view), so that no caller ever holds a folded tensor, which every call shares.
-Equal folded values (the same ops on the same literals) share one constant. The fusion pass folds before it forms regions, for every strategy
-but ``none`` (which keeps the program as captured).
+(``nondeterministic_seeded``), mutating, nor an allocation of undefined values (``empty``), and no user
+of it is the program's output or an op whose result aliases its input (a view), so that no caller ever
+holds a folded tensor, which every call shares. Equal folded values (the same ops on the same literals)
+share one constant. The fusion pass folds before it forms regions, for every strategy but ``none``
+(which keeps the program as captured).
 """
 from __future__ import annotations
 
@@ -140,10 +141,7 @@ def fold_constants(trace: Trace) -> Trace:
         env[n] = graph.node_copy(n, env.__getitem__)
     gm = fx.GraphModule(attrs, graph)
     gm.graph.lint()
-    info = dict(trace.info)
-    info["folded_constants"] = [{"value": n.name, "constant": env[n].target, "from": _describe(n, values)}
-                                for n in kept]
-    folded = trace.derive(gm, trace.stage, info=info)
+    folded = trace.derive(gm, trace.stage, info=trace.info)  # each constant's node says what it was folded from
     folded.pass_seconds = trace.pass_seconds
     return folded
 

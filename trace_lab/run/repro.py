@@ -161,7 +161,7 @@ def _scalar_text(t: torch.Tensor) -> str | None:
     return f"torch.tensor({text}, dtype={t.dtype}, device={str(t.device)!r}).reshape({tuple(t.shape)!r})"
 
 
-def _refuse_unwritable(trace: Trace, what: str) -> list[tuple[str, str]]:
+def _writable_constants(trace: Trace, what: str) -> list[tuple[str, str]]:
     """(name, text) of the program's scalar constants (folded at compile time), written as literals; anything else
     a repro cannot hold as text is refused."""
     constants = []
@@ -196,16 +196,16 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
             raise TraceLabError(f"export_repro: {trace.kind} '{trace.stage}' has no region {region!r}; its regions: "
                                 f"{', '.join(regions) or 'none'}")
         sub = Trace(trace.gm.get_submodule(region), "inference", op_scratch=trace.op_scratch)
-        constants = _refuse_unwritable(sub, f"region {region}")
+        constants = _writable_constants(sub, f"region {region}")
         defs, entry, inputs = [_function_text(sub, region)], region, sub.inputs
         domains = input_domains(sub)
         title = f"region {region} of the {trace.kind} program, stage '{trace.stage}'"
     else:
-        constants = _refuse_unwritable(trace, f"the {trace.kind} program")
+        constants = _writable_constants(trace, f"the {trace.kind} program")
         defs = []
         for name, node in regions.items():
             sub = Trace(trace.gm.get_submodule(node.target), "inference", op_scratch=trace.op_scratch)
-            _refuse_unwritable(sub, f"region {name}")
+            _writable_constants(sub, f"region {name}")
             defs.append(_function_text(sub, name))
         entry = trace.kind_function_name
         defs.append(_function_text(trace, entry))

@@ -54,9 +54,9 @@ def _measure(node: fx.Node, rounding: int) -> tuple[int | None, str]:
     if _profiler_active():
         return None, "not measured: a profiler is active"
     target = node.target
-    from .codegen import _fast_equivalents
+    from .codegen import _callable_of
 
-    runs_as = _fast_equivalents().get(target, target)  # what the generated program calls (prims.fma: (a * b) + c)
+    runs_as = _callable_of(target)  # what the generated program calls (prims.fma: (a * b) + c)
     bits = _bits(node)
 
     def call(*tensors):
