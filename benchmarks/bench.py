@@ -59,7 +59,7 @@ BEGIN, END = "<!-- bench.py report: begin -->", "<!-- bench.py report: end -->"
 
 PEERS = ("eager", "torch.compile", "reduce-overhead", "thunder")
 EXECUTORS = ("nvfuser", "inductor", "eager", "auto")
-STRATEGY_NAMES = ("none", "dataflow", "horizontal", "memory", "whole")
+STRATEGY_NAMES = ("none", "dataflow", "horizontal", "memory", "layers", "whole")
 DEFAULT_CONFIGS = {
     "llama": ["eager", "torch.compile", "reduce-overhead", "thunder", "default", "dataflow-nvfuser",
               "dataflow-inductor", "memory-nvfuser", "dataflow-nvfuser-graphs", "dataflow-inductor-graphs"],

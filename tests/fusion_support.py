@@ -29,7 +29,7 @@ from trace_lab.passes import PassContext
 from trace_lab.passes.fusion import fusion_pass
 from trace_lab.ir.trace import Trace
 
-STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+STRATEGIES = ("none", "dataflow", "horizontal", "memory", "layers")
 # Measured CPU peak may exceed the predicted one by this much: a few ops allocate 0-dim
 # scratch tensors inside themselves (a Python scalar wrapped for a tensor op), 4-16 bytes,
 # which no model of the program's values sees. Anything more is a gap in the model.
@@ -155,6 +155,7 @@ class StubExecutor(Executor):
     """An executor for pass tests: a fusibility rule and a materialisation flag, nothing else."""
 
     name = "stub"
+    compiles_library_ops = True  # fusion="layers" puts what can_fuse allows (its can_compile) in a layer's region
 
     def __init__(self, can_fuse=inductor_can_fuse, materializes_regions: bool = False):
         self._can_fuse = can_fuse

@@ -87,3 +87,48 @@ def test_an_overrun_left_in_place_is_said(monkeypatch):
     assert _relu_regions(stages[-1])
     # the overrun is said once, after the executor's own notes are kept
     assert guard.guard_notes(result) == compiled.notes[:1]
+
+
+class SegmentingInductor(InductorExecutor):
+    """Inductor, but a region holding several independent chains says it keeps each chain's intermediate
+    alive inside its call (as nvFuser does for one fusion of eight Adam updates, segmented into kernels
+    whose intermediates all live until it returns): workspace = one chain's output bytes per chain."""
+
+    def compile(self, trace):
+        program = super().compile(trace)
+        for op, record in program.regions.items():
+            chains = sum(1 for o in record.ops if o == "aten.sin.default")
+            if chains > 1:
+                program.regions[op] = replace(record, workspace_bytes=chains * 64 * 64 * 4)
+        return program
+
+
+def four_chains(a, b, c, d):
+    return tuple(torch.sin(x) * 2.0 + 1.0 for x in (a, b, c, d))
+
+
+def test_a_region_whose_chains_cost_more_together_is_planned_again_with_them_apart():
+    args = [torch.randn(64, 64) for _ in range(4)]
+    jfn = jit(four_chains, fusion="memory", executor="inductor")
+    jfn.use_executor(SegmentingInductor())
+    for got, want in zip(jfn(*args), four_chains(*args)):
+        torch.testing.assert_close(got, want)
+    stages, compiled = last_traces(jfn), jfn.programs[0].forward.compiled
+    split = compiled.memory_guard.split
+    assert split is not None and split.kept, compiled.memory_guard
+    # planned: the four chains as one region (no region workspace is known before compiling); compiled, that
+    # region keeps 4 x 16 KiB alive inside its call; kept apart, each chain's region keeps only its own
+    regions = [n for n in stages[-1].ops if n.op == "call_module"]
+    assert len(regions) == 4, str(stages[-1])
+    assert split.excess == 4 * 64 * 64 * 4 and split.new_peak < split.peak
+    assert split.new_peak == compiled.memory_guard.final_peak == stages[-1].liveness(False).peak_above_inputs_bytes
+    assert any("kept apart" in note for note in compiled.notes)
+    ends = stages[-1].info["region_ends"]
+    assert any(e["kind"] == "memory" and "kept apart" in e["reason"] for rows in ends.values() for e in rows), ends
+
+
+def test_without_a_costlier_merge_no_second_plan_is_made():
+    args = [torch.randn(64, 64) for _ in range(4)]
+    jfn = jit(four_chains, fusion="memory", executor="inductor")
+    jfn(*args)
+    assert jfn.programs[0].forward.compiled.memory_guard.split is None

@@ -57,7 +57,7 @@ def test_every_strategy_is_predicted_and_the_memory_strategy_is_never_above_none
     fn, args = workloads.get("memory_peak").make("cpu", "small")
     pred = trace_lab.predict(fn, *args, device="cuda")
     strategies = {p.strategy for p in pred.parts}
-    assert strategies == {"none", "dataflow", "horizontal", "memory"}
+    assert strategies == {"none", "dataflow", "horizontal", "memory", "layers"}  # Inductor runs every strategy
     kind = pred.parts[0].kind
     assert pred.peak("memory", kind) <= pred.peak("none", kind)
     assert pred.peak("horizontal", kind) > pred.peak("memory", kind)  # the lesson of notebook 01

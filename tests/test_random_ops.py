@@ -19,7 +19,7 @@ from fusion_support import SCALAR_SLACK
 from trace_lab.run import compare
 from trace_lab.passes import PASSES
 
-STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+STRATEGIES = ("none", "dataflow", "horizontal", "memory", "layers")
 EXECUTORS = ("eager", "inductor")
 
 

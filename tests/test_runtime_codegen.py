@@ -11,7 +11,7 @@ import trace_lab
 from trace_lab.analysis.liveness import compute_liveness
 from trace_lab.runtime import generate, interpret
 
-STRATEGIES = ("none", "dataflow", "horizontal", "memory")
+STRATEGIES = ("none", "dataflow", "horizontal", "memory", "layers")
 
 
 def literals(x):

@@ -77,10 +77,11 @@ class Option:
 
 SCHEMA: tuple[Option, ...] = (
     Option("fusion", str, "auto", stage="passes", surfaces=_COMPILE | {"widget"},
-           choices=("auto", "none", "dataflow", "horizontal", "memory"),
+           choices=("auto", "none", "dataflow", "horizontal", "memory", "layers"),
            help="fusion strategy: none (one kernel per op), dataflow (producer/consumer chains), horizontal "
                 "(Thunder's greedy grouping; raises peak memory), memory (fuse only where the predicted peak does "
-                "not rise), auto (dataflow on CUDA, none on CPU: the choice that is not slower than eager "
+                "not rise), layers (regional compilation: each repeated layer one region, its matmuls included, "
+                "compiled once; Inductor or eager), auto (dataflow on CUDA, none on CPU: the choice that is not slower than eager "
                 "PyTorch). Default: auto."),
     Option("executor", str, "auto", stage="executor", surfaces=_COMPILE | {"widget"},
            choices=("auto", "eager", "inductor", "nvfuser"), flag_default=None,
@@ -211,6 +212,16 @@ def check_option(name: str, value, as_flag: bool = False):
     raise OptionError(f"{shown}: {why}")
 
 
+def check_together(options, as_flag: bool = False) -> None:
+    """An OptionError for values that are each valid but not together: ``fusion="layers"`` compiles each layer's
+    matmuls inside its region, which trace_lab's nvFuser regions do not take."""
+    if getattr(options, "fusion", None) == "layers" and getattr(options, "executor", None) == "nvfuser":
+        shown = "--fusion layers with --executor nvfuser" if as_flag else "fusion='layers' with executor='nvfuser'"
+        raise OptionError(f"{shown}: a layer's region holds its matmuls, and trace_lab's nvFuser regions leave "
+                          f"matmuls to library calls; use executor inductor (or auto, which picks Inductor for "
+                          f"layers) or another fusion strategy")
+
+
 def check_names(given, surface: str, who: str) -> None:
     """An UnknownOptionError (a TypeError) for names in ``given`` that ``surface`` does not offer:
     each with the closest known name, or the surfaces that do offer it."""
@@ -236,6 +247,7 @@ def options_class(cls_name: str, surface: str, doc: str, defaults: dict | None =
     def __post_init__(self):
         for n in names(surface):
             check_option(n, getattr(self, n), as_flag=surface == "cell")
+        check_together(self, as_flag=surface == "cell")
 
     def to_dict(self) -> dict:
         return asdict(self)

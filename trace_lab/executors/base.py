@@ -24,7 +24,7 @@ import torch
 from ..errors import MissingDependencyError
 from .interface import EXECUTORS, CompiledProgram, Executor, register
 
-__all__ = ["Executor", "CompiledProgram", "EXECUTORS", "register", "get_executor", "resolve_executor",
+__all__ = ["Executor", "CompiledProgram", "EXECUTORS", "register", "get_executor", "resolve_executor", "strategies_for",
            "UNAVAILABLE", "OPTIONAL_PACKAGES"]
 
 # third-party packages an executor module may import that trace_lab does not require
@@ -72,6 +72,17 @@ def get_executor(name: str, options=None) -> Executor:
 
         options = Options()
     return EXECUTORS[name].from_options(options)
+
+
+def strategies_for(executor: str) -> list[str]:
+    """The fusion strategies (``auto`` left out) that ``executor`` (a resolved name) can run: ``layers`` needs one
+    whose regions compile the library ops they hold (``Executor.compiles_library_ops``)."""
+    from ..options import FUSION_STRATEGIES
+
+    _load_executors()
+    cls = EXECUTORS.get(executor)
+    return [s for s in FUSION_STRATEGIES
+            if s != "auto" and (s != "layers" or getattr(cls, "compiles_library_ops", False))]
 
 
 def resolve_executor(name: str, device: torch.device) -> tuple[str, str]:

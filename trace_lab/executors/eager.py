@@ -18,7 +18,7 @@ import torch.fx as fx
 
 from ..runtime import generate, interpret, set_wait_hook
 from ..ir.trace import Trace
-from .inductor_ops import inductor_can_fuse, inductor_fuse_reason
+from .inductor_ops import inductor_can_compile, inductor_can_fuse, inductor_fuse_reason
 from .interface import CompiledProgram, Executor, register
 
 __all__ = ["EagerExecutor", "interpret", "set_wait_hook"]
@@ -27,12 +27,16 @@ __all__ = ["EagerExecutor", "interpret", "set_wait_hook"]
 @register("eager")
 class EagerExecutor(Executor):
     materializes_regions = True
+    compiles_library_ops = True  # regions run op by op: a layer region shows the structure Inductor would compile
 
     def can_fuse(self, node: fx.Node) -> bool:
         # Grouping under eager is bookkeeping only (regions run op by op). It groups what a
         # fusing compiler would (Inductor's table: pointwise, reductions, views; no matmuls),
         # so the fusion strategies show the same structure they have on a real executor.
         return inductor_can_fuse(node)
+
+    def can_compile(self, node: fx.Node) -> bool:
+        return inductor_can_compile(node)
 
     def fuse_reason(self, node: fx.Node) -> str | None:
         return inductor_fuse_reason(node)

@@ -46,7 +46,7 @@ from ..analysis.storage import CUDA_ROUNDING
 from ..errors import TraceLabError
 from ..ir.trace import Trace, is_getitem, tensor_values
 from .interface import CompiledProgram, Executor, register
-from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_fuse, inductor_fuse_reason  # noqa: F401 - the table, re-exported
+from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_compile, inductor_can_fuse, inductor_fuse_reason  # noqa: F401 - the table, re-exported
 from ..runtime import generate
 from .compile_pool import THREADS, compile_all
 from .fusion_cache import FusionCache, region_signature, signature_hash
@@ -251,6 +251,7 @@ def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: boo
 @register("inductor")
 class InductorExecutor(Executor):
     materializes_regions = False
+    compiles_library_ops = True  # a region calls its matmuls as extern kernels (fusion="layers")
 
     def __init__(self, fusion_cache: bool = True):
         self.fusion_cache = bool(fusion_cache)
@@ -263,6 +264,9 @@ class InductorExecutor(Executor):
 
     def can_fuse(self, node: fx.Node) -> bool:
         return inductor_can_fuse(node)
+
+    def can_compile(self, node: fx.Node) -> bool:
+        return inductor_can_compile(node)
 
     def fuse_reason(self, node: fx.Node) -> str | None:
         return inductor_fuse_reason(node)

@@ -12,7 +12,7 @@ import torch.fx as fx
 
 from ..ir.fx_util import is_getitem, tensor_values
 
-__all__ = ["inductor_can_fuse", "inductor_fuse_reason", "FUSIBLE", "NOT_FUSED", "FUSIBLE_TAGS"]
+__all__ = ["inductor_can_fuse", "inductor_can_compile", "inductor_fuse_reason", "FUSIBLE", "NOT_FUSED", "FUSIBLE_TAGS"]
 
 aten = torch.ops.aten
 
@@ -64,6 +64,18 @@ def inductor_can_fuse(node: fx.Node) -> bool:
     if "sdpa" in packet.__name__ or "scaled_dot_product" in packet.__name__:
         return False
     return packet in _FUSIBLE_PACKETS or any(t in target.tags for t in FUSIBLE_TAGS)
+
+
+def inductor_can_compile(node: fx.Node) -> bool:
+    """May ``node`` join a layer's region (fusion="layers")? What Inductor fuses, and the library ops of
+    :data:`NOT_FUSED`, which Inductor calls itself as extern kernels inside its generated code."""
+    if inductor_can_fuse(node):
+        return True
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return False
+    vals = tensor_values(node.meta.get("val"))
+    return target.overloadpacket in _NOT_FUSED_PACKETS and bool(vals) and all(v is not None for v in vals)
 
 
 def inductor_fuse_reason(node: fx.Node) -> str | None:

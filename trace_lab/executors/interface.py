@@ -68,6 +68,8 @@ class CompiledProgram:
 class Executor:
     name = "base"
     materializes_regions = False
+    # does a region compile the library ops it holds (matmuls) itself? fusion="layers" needs it
+    compiles_library_ops = False
     def report_region(self, done: int, total: int, name: str = "") -> None:
         """Called before each fused region an executor compiles and once after the last (done == total);
         reaches the callback of the enclosing :func:`region_progress` block (the jit's, for the notebook)."""
@@ -83,6 +85,11 @@ class Executor:
 
     def can_fuse(self, node: fx.Node) -> bool:  # pragma: no cover - interface
         return False
+
+    def can_compile(self, node: fx.Node) -> bool:
+        """May ``node`` join a layer's region (fusion="layers")? Its fusible ops, and where
+        ``compiles_library_ops``, the library ops it calls itself."""
+        return self.can_fuse(node)
 
     def fuse_reason(self, node: fx.Node) -> str | None:
         """None when ``node`` may join a fused region, else why not (one line; executors say more)."""

@@ -148,7 +148,7 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
                  **options) -> PeakExplanation:
     """Run ``fn(*args)`` as trace_lab.inspect would (``options`` as there), explain one part's peak and price the
     remedies (module docstring)."""
-    from ..options import FUSION_STRATEGIES
+    from ..executors.base import strategies_for
     from ..run.jit import joint_graph_hook
     from ..run.predict import predict
     from .inspection import inspect
@@ -165,7 +165,7 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
     measured = report.measured_peak(breakdown.kind, program)
     current = _resolved(report, breakdown.kind, breakdown.program)
     device = "cuda" if report.device.startswith("cuda") else "cpu"
-    strategies = [s for s in FUSION_STRATEGIES if s != "auto"]
+    strategies = strategies_for(current["executor"])
     predicted = predict(fn, *args, strategies=strategies, device=device, executor=current["executor"],
                                   loss=loss, kwargs=kwargs)
     part_index = breakdown.program

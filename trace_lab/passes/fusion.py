@@ -1,4 +1,4 @@
-"""The fusion pass: one Trace -> Trace function, four strategies.
+"""The fusion pass: one Trace -> Trace function, five strategies.
 
 ``ctx.options.fusion`` picks the strategy; which op may join a region is asked
 of ``ctx.executor.can_fuse(node)`` only; whether a region's inner values touch
@@ -18,31 +18,41 @@ Every strategy but ``none`` first folds scalar constants (:mod:`.constant_fold`)
   from single ops in original order and from the dataflow groups, and keeps the
   lowest peak of each start as it is and scheduled and merged (fewer regions on a
   tie), so it is never above ``none`` or ``dataflow``.
+* ``layers``     - regional compilation: each repeated layer (a numbered child module) one region,
+  its matmuls included, for executors that compile library ops inside a region
+  (``executor.compiles_library_ops``: Inductor; eager shows the structure); :mod:`.layers`.
 
 ``ctx.keep_unfused`` names ops no region may take (see :mod:`trace_lab.run.memory_guard`).
 The result's ``info`` records the strategy, the regions and the predicted peak.
 """
 from __future__ import annotations
 
+from ..errors import TraceLabError
 from ..options import FUSION_STRATEGIES
 from .constant_fold import fold_constants
+from .layers import layer_units
 from .registry import register_pass
 from .partition import (OpGraph, dataflow_groups, horizontal_order, singleton_units, topological_order)
 from .region_ends import region_ends
 from .regions import build_trace
 from .schedule import MemoryModel, merge_pass, min_peak_order
 
-__all__ = ["fusion_pass", "plan_units", "STRATEGIES"]
+__all__ = ["fusion_pass", "plan_units", "STRATEGIES", "layers_refused"]
 
 STRATEGIES = tuple(s for s in FUSION_STRATEGIES if s != "auto")  # "auto" is resolved per device by jit
 
 
-def plan_units(trace, strategy: str, can_fuse, materialized: bool, max_region_ops: int | None = None):
+def plan_units(trace, strategy: str, can_fuse, materialized: bool, max_region_ops: int | None = None,
+               can_compile=None, keep_apart: frozenset = frozenset()):
     """The ordered units (see :class:`.partition.Unit`) a strategy chooses for ``trace``.
 
-    ``max_region_ops`` bounds the size of ``horizontal``'s regions (None: unbounded, as Thunder).
+    ``max_region_ops`` bounds the size of ``horizontal``'s regions (None: unbounded, as Thunder);
+    ``can_compile`` (``layers`` only) says which ops may join a layer's region (default ``can_fuse``);
+    ``keep_apart`` (``memory`` only) names ops whose units are never merged with each other.
     """
     graph = OpGraph(trace, can_fuse)
+    if strategy == "layers":
+        return layer_units(graph, can_compile or can_fuse)[0]
     if strategy == "none":
         return singleton_units(graph, fused_if_fusible=False)
     if strategy == "dataflow":
@@ -56,12 +66,20 @@ def plan_units(trace, strategy: str, can_fuse, materialized: bool, max_region_op
             # the start itself is a candidate too: merging is judged window by window, and windows that each keep
             # their own peak can still add up to a higher one (nvFuser, a folded Adam step: one region, 4 MiB;
             # 514 KiB before folding, benchmarks/memory_strategy_probe.py)
-            for order in (merge_pass(model, min_peak_order(model, start)), start):
+            for order in (merge_pass(model, min_peak_order(model, start), apart=keep_apart), start):
                 score = (model.peak(order), sum(1 for u in order if u.fused), len(order))
                 if best is None or score < best[0]:
                     best = (score, order)
         return best[1]
     raise ValueError(f"fusion={strategy!r} is not a fusion strategy; choose one of {', '.join(STRATEGIES)}")
+
+
+def layers_refused(executor: str) -> str:
+    """Why ``fusion="layers"`` cannot run with ``executor`` (one that compiles no library ops inside a region)."""
+    return (f"fusion='layers' puts each repeated layer's matmuls inside its region; executor={executor!r} "
+            f"leaves matmuls to library calls between its regions, so it cannot compile a layer as one region: "
+            f"use executor='inductor' (or 'auto', which picks Inductor for fusion='layers'; 'eager' shows the "
+            f"structure op by op)")
 
 
 @register_pass("fusion")
@@ -72,17 +90,24 @@ def fusion_pass(trace, ctx):
     trace = fold_constants(trace)  # scalars computed from literals alone: once, not on every call
     materialized = ctx.executor.materializes_regions
     can_fuse = ctx.executor.can_fuse
+    can_compile = ctx.executor.can_compile
+    if strategy == "layers" and not ctx.executor.compiles_library_ops:
+        raise TraceLabError(layers_refused(ctx.executor.name))
     keep_unfused = ctx.keep_unfused
     if keep_unfused:
         def can_fuse(node, _can_fuse=ctx.executor.can_fuse):
             return node.name not in keep_unfused and _can_fuse(node)
-    units = plan_units(trace, strategy, can_fuse, materialized, ctx.options.max_region_ops)
+    units = plan_units(trace, strategy, can_fuse, materialized, ctx.options.max_region_ops, can_compile,
+                       ctx.keep_apart)
     new = build_trace(trace, units, f"fusion ({strategy})", info={"fusion": strategy})
     fuse_reason = getattr(ctx.executor, "fuse_reason", None) or (lambda n: None)
     if keep_unfused:
         def fuse_reason(node, _reason=fuse_reason):
             return "kept unfused by the memory guard" if node.name in keep_unfused else _reason(node)
-    ends = region_ends(trace, units, strategy, can_fuse, fuse_reason, materialized, ctx.options.max_region_ops)
+    if strategy == "layers":
+        can_fuse = can_compile  # a layer's region takes what the executor compiles; the ends say where layers part
+    ends = region_ends(trace, units, strategy, can_fuse, fuse_reason, materialized, ctx.options.max_region_ops,
+                       ctx.keep_apart)
     new.info["region_ends"] = _by_region_name(new, units, ends)
     new.info["predicted_peak_above_inputs_bytes"] = new.liveness(materialized).peak_above_inputs_bytes
     return new

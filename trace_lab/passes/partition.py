@@ -35,7 +35,7 @@ import torch.fx as fx
 
 from ..ir.trace import is_getitem
 
-__all__ = ["Unit", "OpGraph", "singleton_units", "dataflow_groups", "topological_order", "horizontal_order",
+__all__ = ["Unit", "OpGraph", "singleton_units", "dataflow_groups", "dataflow_merge", "topological_order", "horizontal_order",
            "units_from_groups", "draws_random"]
 
 
@@ -164,19 +164,29 @@ class _Groups:
 
 def dataflow_groups(graph: OpGraph) -> _Groups:
     """Thunder's dataflow merge: fusible producer/consumer pairs, acyclic, to a fixed point."""
-    groups = _Groups(graph)
+    return dataflow_merge(_Groups(graph))
+
+
+def dataflow_merge(groups: _Groups, among=None) -> _Groups:
+    """:func:`dataflow_groups`' merge on ``groups`` as they are, only between groups in ``among`` (a set of ids,
+    kept up to date as groups merge; None: every group)."""
+    def allowed(g: int) -> bool:
+        return groups.fusible[g] and (among is None or g in among)
+
     changed = True
     while changed:
         changed = False
         for g in groups.sorted_ids(list(groups.members)):
-            if g not in groups.members or not groups.fusible[g]:
+            if g not in groups.members or not allowed(g):
                 continue
             merged = True
             while merged:
                 merged = False
                 for c in groups.sorted_ids(groups.children[g]):
-                    if groups.fusible[c] and not groups.creates_cycle(g, c):
+                    if allowed(c) and not groups.creates_cycle(g, c):
                         groups.merge(g, c)
+                        if among is not None:
+                            among.discard(c)
                         changed = merged = True
                         break
     return groups

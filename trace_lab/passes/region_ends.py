@@ -9,10 +9,12 @@ boundary gets the first reason that holds:
   ``fusible_reason``, Inductor's table in :mod:`trace_lab.executors.inductor_ops`);
 * ``cycle``      - merging the two would close a cycle: a unit between them depends on one
   and feeds the other (the check every strategy makes, :func:`.schedule._try_merge`);
+* ``layer``      - ``layers``: the neighbour belongs to another layer, or to none (one region per layer);
 * ``cap``        - ``horizontal`` with ``max_region_ops``: the merged region would exceed it;
 * ``memory``     - the ``memory`` strategy priced the merge as it does (:func:`.schedule.merge_pass`:
   the high-water mark of the stretch of units the merge reorders must not rise) and it rises by
-  the bytes given (or, when it would not, the merge pass never paired them within its window);
+  the bytes given (or, when it would not, the merge pass never paired them within its window), or the
+  memory guard keeps the two apart (compiled as one region they took more than planned);
 ``horizontal`` and ``memory`` also merge regions that share no edge (siblings), so for
 them each region is also looked at beside the next fused region in the order (side
 ``next``).
@@ -30,8 +32,9 @@ from __future__ import annotations
 import torch.fx as fx
 
 from .collectives import is_collective, is_wait
+from .layers import layer_keys
 from .partition import OpGraph
-from .schedule import MemoryModel, _Profile, _try_merge
+from .schedule import MemoryModel, _Profile, _try_merge, kept_apart
 
 __all__ = ["region_ends", "format_region_ends"]
 
@@ -43,25 +46,34 @@ def _op(node: fx.Node) -> str:
 
 
 def region_ends(trace, units, strategy: str, can_fuse, fuse_reason, materialized: bool,
-                max_region_ops: int | None = None) -> list[list[dict]]:
+                max_region_ops: int | None = None, keep_apart: frozenset = frozenset()) -> list[list[dict]]:
     """Per unit of ``units`` (the strategy's final order), the reasons at its boundaries ([] for a unit
     that is not a fused region)."""
     graph = OpGraph(trace, can_fuse)
     unit_of = {n: k for k, u in enumerate(units) for n in u.nodes}
     profile = _Profile(MemoryModel(trace, graph, materialized), list(units)) if strategy == "memory" else None
     out: list[list[dict]] = [[] for _ in units]
+    layer = layer_keys(graph) if strategy == "layers" else None
 
     def why(k: int, j: int, m: fx.Node) -> tuple[str, str]:
         if is_collective(m) or is_wait(m):
             return "collective", "a collective or its wait: it runs on its own"
         if not graph.fusible[m]:
             return "executor", fuse_reason(m) or "the executor does not fuse it"
+        if layer is not None and layer[m] != layer[units[k].nodes[0]]:
+            own = layer[units[k].nodes[0]]
+            return "layer", ((f"an op of {layer[m]}" if layer[m] else "an op outside every layer")
+                             + (f", this region is {own}" if own else ", this region is outside every layer")
+                             + " (fusion=layers: one region per layer)")
         i, jj = min(k, j), max(k, j)
         merged = _try_merge(graph, units, i, jj)
         if merged is None:
             return "cycle", "merging would close a cycle: an op between them depends on one and feeds the other"
         if strategy == "horizontal" and max_region_ops and len(units[k].nodes) + len(units[j].nodes) > max_region_ops:
             return "cap", f"the merged region would exceed max_region_ops={max_region_ops}"
+        if profile is not None and kept_apart(units[k], units[j], keep_apart):
+            return "memory", ("kept apart by the memory guard: compiled as one region these ops took more memory "
+                              "than planned")
         if profile is not None:  # the memory strategy's own rule: the stretch i..j keeps its high-water mark
             stretch_peak = profile.window(merged, i, jj)[0]
             delta = stretch_peak - max(profile.hws[i:jj + 1])

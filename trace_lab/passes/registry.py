@@ -22,6 +22,9 @@ class PassContext:
     executor: object  # trace_lab.executors.Executor
     # names of ops the fusion pass must leave unfused (the memory strategy's compile feedback)
     keep_unfused: frozenset = frozenset()
+    # names of ops whose units the memory strategy must not merge with each other (compiled as one region they
+    # took more than planned: trace_lab.run.memory_guard)
+    keep_apart: frozenset = frozenset()
 
 
 PASSES: dict[str, Callable[[Trace, PassContext], Trace]] = {}

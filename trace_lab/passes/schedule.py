@@ -43,7 +43,7 @@ from ..analysis.liveness import line_transient
 from ..ir.trace import is_getitem
 from .partition import OpGraph, Unit, producer
 
-__all__ = ["MemoryModel", "UnitCost", "min_peak_order", "merge_pass"]
+__all__ = ["MemoryModel", "UnitCost", "min_peak_order", "merge_pass", "kept_apart"]
 
 
 @dataclass(frozen=True)
@@ -332,15 +332,17 @@ def _try_merge(graph: OpGraph, order, i: int, j: int):
     return before + [merged] + after
 
 
-def merge_pass(model: MemoryModel, order, window: int = 24, partners: int = 6, sweeps: int = 4):
-    """Merge fusible units (nearest partner first) wherever the predicted peak does not rise."""
+def merge_pass(model: MemoryModel, order, window: int = 24, partners: int = 6, sweeps: int = 4,
+               apart: frozenset = frozenset()):
+    """Merge fusible units (nearest partner first) wherever the predicted peak does not rise; never two units
+    that both hold ops named in ``apart`` (the memory guard's: compiled together they measured more)."""
     order = list(order)
     for _ in range(sweeps):
         merged_any = False
         prof = _Profile(model, order)
         i = 0
         while i < len(order):
-            if order[i].fused and _merge_at(model, order, i, prof, window, partners):
+            if order[i].fused and _merge_at(model, order, i, prof, window, partners, apart):
                 merged_any = True
                 continue  # order[i] changed: look at it again
             i += 1
@@ -417,10 +419,15 @@ class _Profile:
         self._reindex(i)
 
 
-def _merge_at(model, order, i, prof: _Profile, window, partners) -> bool:
+def kept_apart(a: Unit, b: Unit, apart) -> bool:
+    """Do both units hold ops the memory guard keeps apart?"""
+    return bool(apart) and any(n.name in apart for n in a.nodes) and any(n.name in apart for n in b.nodes)
+
+
+def _merge_at(model, order, i, prof: _Profile, window, partners, apart=frozenset()) -> bool:
     tried = 0
     for j in range(i + 1, min(len(order), i + window + 1)):
-        if not order[j].fused:
+        if not order[j].fused or kept_apart(order[i], order[j], apart):
             continue
         tried += 1
         new = _try_merge(model.graph, order, i, j)

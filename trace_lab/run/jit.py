@@ -44,7 +44,7 @@ from ..runtime.op_scratch import complete_op_scratch, measure_op_scratch
 from ..executors.interface import region_progress
 from .compilation import CompilationRecord
 
-__all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "last_traces", "last_backward_traces", "FUSION_STRATEGIES",
+__all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "resolve_run_executor", "last_traces", "last_backward_traces", "FUSION_STRATEGIES",
            "compile_progress", "joint_graph_hook"]
 
 _PROGRESS = threading.local()  # the compile_progress callback of this thread
@@ -211,7 +211,7 @@ class JitFunction:
         # (autograd keeps the ended session for the rest of the backward; a later call measures).
         windows = self._cpu_windows
         if windows is not None and self.options.fusion != "none" and \
-                resolve_executor(self.options.executor, node_device(part.gm))[0] == "inductor":
+                resolve_run_executor(self.options, node_device(part.gm))[0] == "inductor":
             windows.interrupt("this call compiled Inductor regions inside the measurement; measure a later call")
         return self._compile_part_unmeasured(program, part)
 
@@ -224,7 +224,7 @@ class JitFunction:
             # saved activations AOTAutograd hands over: freed at their last use (analysis/handover.py)
             owned = owned_backward_inputs(program.forward.gm, part.gm, self.gradients_copied)
         device = node_device(part.gm)
-        exec_name, reason = resolve_executor(self.options.executor, device)
+        exec_name, reason = resolve_run_executor(self.options, device)
         fusion, fusion_reason = resolve_fusion(self.options.fusion, device)
         for why in (reason, fusion_reason):
             if why not in self.executor_reasons:
@@ -247,8 +247,8 @@ class JitFunction:
         scratch_seconds = time.perf_counter() - started
         self._scratch_pending = self._scratch_pending or bool(trace.op_scratch.pending)
 
-        def build(keep_unfused=frozenset()):
-            part.traces = run_pipeline(trace, PassContext(options, executor, keep_unfused))  # kept if compiling fails
+        def build(keep_unfused=frozenset(), keep_apart=frozenset()):
+            part.traces = run_pipeline(trace, PassContext(options, executor, keep_unfused, keep_apart))  # kept if compiling fails
             compiled = executor.compile(part.traces[-1])
             # what compiling found is data on the program; the last stage is joined to it by op id
             part.traces = part.traces[:-1] + [part.traces[-1].with_regions(compiled.regions)]
@@ -259,7 +259,7 @@ class JitFunction:
             if fusion == "memory" and not executor.materializes_regions:
                 from .memory_guard import keep_promise
 
-                part.traces, compiled = keep_promise(stages, compiled, build)
+                part.traces, compiled = keep_promise(stages, compiled, build, executor.can_fuse)
         part.compiled = compiled
         graphed, graph_notes = _graphed_run(self.options, part.traces[-1], compiled)
         self._records[(program.index, part.kind)] = CompilationRecord(
@@ -319,11 +319,21 @@ def _warm_inductor_workers(options: Options) -> None:
     if not _cuda_available():
         return
     cuda = torch.device("cuda")
-    if resolve_fusion(options.fusion, cuda)[0] == "none" or resolve_executor(options.executor, cuda)[0] != "inductor":
+    if resolve_fusion(options.fusion, cuda)[0] == "none" or resolve_run_executor(options, cuda)[0] != "inductor":
         return
     from ..executors.inductor import warm_compile_workers
 
     warm_compile_workers()
+
+
+def resolve_run_executor(options: Options, device: torch.device) -> tuple[str, str]:
+    """(executor name, one-line reason) for a jit's options on a device: ``executor="auto"`` with
+    ``fusion="layers"`` is Inductor (a layer's region holds its matmuls; nvFuser's regions here do not take
+    them), otherwise :func:`resolve_executor`'s choice."""
+    if options.executor == "auto" and resolve_fusion(options.fusion, device)[0] == "layers":
+        return "inductor", ("auto: fusion=layers compiles each layer's matmuls inside its region, which Inductor "
+                            "does; using Inductor")
+    return resolve_executor(options.executor, device)
 
 
 def resolve_fusion(name: str, device: torch.device) -> tuple[str, str]:

@@ -43,7 +43,8 @@ from ..analysis.op_scratch import scratch_unknown
 from ..analysis.storage import CUDA_ROUNDING
 from ..capture.session import program_parts
 from ..errors import TraceLabError
-from ..executors.base import get_executor, resolve_executor
+from ..executors.base import get_executor, resolve_executor, strategies_for
+from ..passes.fusion import layers_refused
 from ..executors.interface import CompiledProgram, Executor
 from ..options import FUSION_STRATEGIES
 from ..runtime import generate
@@ -156,9 +157,13 @@ class _MetaPlanner(Executor):
 
     def __init__(self, real: Executor):
         self.real, self.name, self.materializes_regions = real, real.name, real.materializes_regions
+        self.compiles_library_ops = real.compiles_library_ops
 
     def can_fuse(self, node) -> bool:
         return self.real.can_fuse(node)
+
+    def can_compile(self, node) -> bool:
+        return self.real.can_compile(node)
 
     def fuse_reason(self, node) -> str | None:
         return self.real.fuse_reason(node)
@@ -294,13 +299,15 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
     The user's module and any process group the user has are left as they are."""
     if device not in ("cuda", "cpu"):
         raise TraceLabError(f"predict(device={device!r}): the allocator modelled is 'cuda' or 'cpu'")
-    chosen = list(strategies) if strategies is not None else [s for s in FUSION_STRATEGIES if s != "auto"]
+    exec_name, _ = resolve_executor(executor, torch.device(device))
+    chosen = list(strategies) if strategies is not None else strategies_for(exec_name)
     unknown = [s for s in chosen if s not in FUSION_STRATEGIES or s == "auto"]
     if unknown:
         raise TraceLabError(f"predict: unknown strategies {unknown}; choose from "
                             f"{', '.join(s for s in FUSION_STRATEGIES if s != 'auto')}")
+    if "layers" in chosen and "layers" not in strategies_for(exec_name):
+        raise TraceLabError(f"predict: {layers_refused(exec_name)}")
     _check_fsdp(fn, args, dict(kwargs or {}), fsdp, world_size)
-    exec_name, _ = resolve_executor(executor, torch.device(device))
     result = Prediction(device=device, fsdp=fsdp, world_size=world_size if fsdp else None, notes=[
         "op scratch (convolutions, FFTs, sorts) and compiled regions' workspace are measured on a real device: "
         "on meta they count as zero, so a program using them is a lower bound",

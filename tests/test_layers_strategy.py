@@ -1,0 +1,126 @@
+"""fusion="layers" (regional compilation, issue 27 item 3): one region per repeated layer, matmuls inside.
+
+Checked against eager PyTorch through ``inspect`` (outputs and gradients) with the measured peak equal to the
+predicted one; the structure (one region per layer, identical layers compiled once, no matmul left between
+regions) is read off the final trace; the layer of an op is read from module paths written by hand.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import trace_lab
+from examples.llama import LlamaStack
+from fusion_support import SCALAR_SLACK, captured
+from trace_lab.options import OptionError
+from trace_lab.executors.inductor import InductorExecutor
+from trace_lab.passes.fusion import plan_units
+from trace_lab.passes.layers import layer_of
+from trace_lab.run.jit import Options, resolve_run_executor
+
+
+class _Path:  # an fx.Node stand-in: layer_of reads meta only
+    def __init__(self, path, key="nn_module_stack"):
+        self.meta = {key: {"a": ("L['self']", object), "b": (path, object)}} if path else {}
+
+
+@pytest.mark.parametrize("path,layer", [
+    ("L['self'].layers.3.attn.wqkv", "L['self'].layers.3"),
+    ("L['self'].layers.10", "L['self'].layers.10"),
+    ("blocks[2].mlp", "blocks[2]"),
+    ("L['self'].encoder.layers.0.experts.5", "L['self'].encoder.layers.0"),  # the outermost numbered child
+    ("L['self'].norm", None),
+    ("L['self'].w2x", None),  # a digit inside a name is not an index
+    (None, None),
+])
+def test_an_ops_layer_is_its_module_path_up_to_the_first_numbered_child(path, layer):
+    assert layer_of(_Path(path)) == layer
+    assert layer_of(_Path(path, key="fwd_nn_module_stack")) == layer  # a backward op: its forward op's path
+
+
+def _assert_memory(report):
+    assert report.memory
+    for m in report.memory:
+        measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
+        assert measured is not None, m
+        assert 0 <= measured - predicted <= SCALAR_SLACK, m
+
+
+def _regions(report, kind):
+    trace = report.traces(kind)[-1]
+    return trace, [n for n in trace.ops if n.op == "call_module"]
+
+
+@pytest.mark.parametrize("executor", ["inductor", "eager"])
+def test_each_layer_is_one_region_with_its_matmuls_and_identical_layers_compile_once(executor):
+    torch.manual_seed(0)
+    model = LlamaStack(layers=3, dim=32, heads=2)
+    x = torch.randn(2, 16, 32, requires_grad=True)
+    report = trace_lab.inspect(model, x, fusion="layers", executor=executor, runs=1)
+    assert report.ok, report.comparison
+    assert report.comparison["checked"]["grads"] > 0
+    _assert_memory(report)
+    for kind in ("forward", "backward"):
+        trace, regions = _regions(report, kind)
+        plain = [n for n in trace.ops if n.op == "call_function"]
+        assert not [n for n in plain if "mm" in str(n.target)], (kind, [str(n.target) for n in plain])
+        layers = {}
+        for r in regions:
+            sub = trace.gm.get_submodule(r.target)
+            inner = [n for n in sub.graph.nodes if n.op == "call_function"]
+            if any("mm" in str(n.target) for n in inner):
+                layers[r.target] = inner
+        assert len(layers) == 3, (kind, list(layers))  # one region per layer, each with its matmuls
+    if executor == "inductor":
+        rows = dict(report.summary_rows())
+        # layers 1 and 2 are the same region (layer 0 differs: the causal mask is made there and shared)
+        assert "1 cache hit" in rows["regions forward #0"], rows["regions forward #0"]
+        assert "cache hit" in rows["regions backward #0"] and "0 cache hits" not in rows["regions backward #0"]
+
+
+def test_random_ops_inside_layers_keep_eagers_stream():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+
+        def forward(self, x):
+            return x + self.fc2(torch.nn.functional.dropout(torch.relu(self.fc1(x)), 0.5, training=True))
+
+    model = torch.nn.Sequential(Block(), Block())
+    x = torch.randn(8, 16, requires_grad=True)
+    report = trace_lab.inspect(model, x, fusion="layers", executor="eager", runs=0)
+    assert report.ok and report.comparison["mode"] == "exact", report.comparison
+    _assert_memory(report)
+    trace, regions = _regions(report, "forward")
+    # a random op stays out of every region, so each layer is two regions around its dropout
+    assert len(regions) == 4
+    assert [str(n.target) for n in trace.ops if n.op == "call_function"] == ["aten.native_dropout.default"] * 2
+
+
+def test_without_numbered_layers_it_is_the_dataflow_strategy():
+    executor = InductorExecutor()
+    for part in captured("memory_peak") + captured("adam_step"):
+        layers = plan_units(part.trace, "layers", executor.can_fuse, False, can_compile=executor.can_compile)
+        dataflow = plan_units(part.trace, "dataflow", executor.can_fuse, False)
+        assert [(u.nodes, u.fused) for u in layers] == [(u.nodes, u.fused) for u in dataflow]
+
+
+def test_nvfuser_is_refused_and_auto_picks_inductor():
+    with pytest.raises(OptionError, match="fusion='layers' with executor='nvfuser'.*matmuls"):
+        trace_lab.jit(lambda x: x, fusion="layers", executor="nvfuser")
+    name, why = resolve_run_executor(Options(fusion="layers"), torch.device("cuda"))
+    assert name == "inductor" and "layers" in why
+    assert resolve_run_executor(Options(fusion="layers", executor="eager"), torch.device("cuda"))[0] == "eager"
+
+
+def test_predict_leaves_layers_out_for_an_executor_that_cannot_run_it():
+    from trace_lab.executors.base import strategies_for
+
+    assert "layers" in strategies_for("inductor") and "layers" in strategies_for("eager")
+    assert "layers" not in strategies_for("nvfuser")
+    torch.manual_seed(0)
+    model = LlamaStack(layers=2, dim=32, heads=2)
+    pred = trace_lab.predict(model, torch.randn(2, 16, 32), strategies=["layers", "dataflow"], device="cpu",
+                             executor="inductor")
+    assert pred.peak("layers", "forward") > 0
