@@ -175,8 +175,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="pytest-xdist workers (default: cores // 2, 2 to 10)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="where the result files go (default benchmarks/results)")
     ap.add_argument("--keep-notebooks", action="store_true", help="keep the executed notebooks beside the results")
-    ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (e.g. -k llama to check a part)")
-    args = ap.parse_args(argv)
+    ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (e.g. -k llama to check a part), after "
+                                                   "this script's own options")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ours = 0  # this script's options come first; everything from the first other argument on is pytest's
+    while ours < len(argv):
+        a = argv[ours]
+        if a in ("--budget", "--workers", "--out"):
+            ours += 2
+        elif a in ("--keep-notebooks", "-h", "--help") or a.split("=")[0] in ("--budget", "--workers", "--out"):
+            ours += 1
+        else:
+            break
+    args = ap.parse_args(argv[:ours])
+    args.pytest_args = [a for a in argv[ours:] if a != "--"]  # dev.py puts its tier's arguments after a "--"
     import torch
 
     if not torch.cuda.is_available():

@@ -71,6 +71,8 @@ def test_each_layer_is_one_region_with_its_matmuls_and_identical_layers_compile_
             if any("mm" in str(n.target) for n in inner):
                 layers[r.target] = inner
         assert len(layers) == 3, (kind, list(layers))  # one region per layer, each with its matmuls
+        ends = [e for rows in trace.info["region_ends"].values() for e in rows]
+        assert any(e["kind"] == "layer" and "L['self'].layers." in e["reason"] for e in ends), ends
     if executor == "inductor":
         rows = dict(report.summary_rows())
         # layers 1 and 2 are the same region (layer 0 differs: the causal mask is made there and shared)
