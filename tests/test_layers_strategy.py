@@ -73,8 +73,9 @@ def test_each_layer_is_one_region_with_its_matmuls_and_identical_layers_compile_
         assert len(layers) == 3, (kind, list(layers))  # one region per layer, each with its matmuls
         ends = [e for rows in trace.info["region_ends"].values() for e in rows]
         assert any(e["kind"] == "layer" and "L['self'].layers." in e["reason"] for e in ends), ends
+    rows = dict(report.summary_rows())
+    assert "3 layers in 3 regions" in rows["forward #0"] and "3 layers in 3 regions" in rows["backward #0"], rows
     if executor == "inductor":
-        rows = dict(report.summary_rows())
         # layers 1 and 2 are the same region (layer 0 differs: the causal mask is made there and shared)
         assert "1 cache hit" in rows["regions forward #0"], rows["regions forward #0"]
         assert "cache hit" in rows["regions backward #0"] and "0 cache hits" not in rows["regions backward #0"]
@@ -98,6 +99,15 @@ def test_random_ops_inside_layers_keep_eagers_stream():
     # a random op stays out of every region, so each layer is two regions around its dropout
     assert len(regions) == 4
     assert [str(n.target) for n in trace.ops if n.op == "call_function"] == ["aten.native_dropout.default"] * 2
+
+
+def test_a_program_without_layers_says_so():
+    report = trace_lab.inspect(lambda x: (x.sin() * 2).sum(), torch.randn(8, 8), fusion="layers", executor="eager",
+                               runs=0)
+    assert report.ok
+    assert [w for w in report.warnings if "no repeated layer found" in w and w.startswith("inference #0")], \
+        report.warnings
+    assert "0 layers in 0 regions" in dict(report.summary_rows())["inference #0"]
 
 
 def test_without_numbered_layers_it_is_the_dataflow_strategy():

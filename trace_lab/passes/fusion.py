@@ -30,7 +30,7 @@ from __future__ import annotations
 from ..errors import TraceLabError
 from ..options import FUSION_STRATEGIES
 from .constant_fold import fold_constants
-from .layers import layer_units
+from .layers import layer_keys, layer_units
 from .registry import register_pass
 from .partition import (OpGraph, dataflow_groups, horizontal_order, singleton_units, topological_order)
 from .region_ends import region_ends
@@ -74,6 +74,20 @@ def plan_units(trace, strategy: str, can_fuse, materialized: bool, max_region_op
     raise ValueError(f"fusion={strategy!r} is not a fusion strategy; choose one of {', '.join(STRATEGIES)}")
 
 
+def layers_info(trace, units, can_fuse) -> dict:
+    """What ``layers`` found, for the stage's ``info``: the layers in program order and how many regions hold their
+    ops (``{"layers": {"found": [...], "regions": n}}``), and a warning when there were none (``info["warnings"]``:
+    the Report lists a stage's warnings with its own)."""
+    keys = layer_keys(OpGraph(trace, can_fuse))
+    found = list(dict.fromkeys(k for k in keys.values() if k is not None))
+    regions = sum(1 for u in units if u.fused and keys[u.nodes[0]] is not None)
+    info = {"layers": {"found": found, "regions": regions}}
+    if not found:
+        info["warnings"] = ["fusion=layers: no repeated layer found (no op was traced inside a numbered child module "
+                         "such as layers.0 or blocks[0]), so the ops are grouped as fusion=dataflow groups them"]
+    return info
+
+
 def layers_refused(executor: str) -> str:
     """Why ``fusion="layers"`` cannot run with ``executor`` (one that compiles no library ops inside a region)."""
     return (f"fusion='layers' puts each repeated layer's matmuls inside its region; executor={executor!r} "
@@ -100,6 +114,8 @@ def fusion_pass(trace, ctx):
     units = plan_units(trace, strategy, can_fuse, materialized, ctx.options.max_region_ops, can_compile,
                        ctx.keep_apart)
     new = build_trace(trace, units, f"fusion ({strategy})", info={"fusion": strategy})
+    if strategy == "layers":
+        new.info.update(layers_info(trace, units, can_fuse))
     fuse_reason = getattr(ctx.executor, "fuse_reason", None) or (lambda n: None)
     if keep_unfused:
         def fuse_reason(node, _reason=fuse_reason):

@@ -38,6 +38,7 @@ def part_summary(part, materialized: bool) -> dict:
             "stage": t.stage, "pass_seconds": t.pass_seconds, "ops": len(t.ops),
             "regions": sum(1 for n in t.ops if n.op == "call_module"),
             "folded_constants": sum(1 for n in t.graph.nodes if n.op == "get_attr" and n.meta.get("folded")),
+            "layers": t.info.get("layers"),  # fusion="layers": {"found": [module paths], "regions": n}
             "predicted_peak_bytes": live.peak_bytes,
             "predicted_peak_above_inputs_bytes": live.peak_above_inputs_bytes,
         })
@@ -168,6 +169,9 @@ class Report:
                 "program": m.program, "kind": m.kind, "predicted_peak_above_inputs_bytes": m.predicted_peak_above_inputs,
                 "measured_peak_above_inputs_bytes": m.measured_peak_above_inputs, "method": m.method,
             })
+        for pos, _, part in record_parts(records):  # what a pass found worth a warning (fusion=layers without layers)
+            warnings += [f"{part.kind} #{pos}: {w}" for t in part.traces
+                         for w in (t.info.get("warnings") or [])]
         for p in jfn.programs:
             if len(jfn.programs) > 1 and p.reason.startswith("graph break"):
                 warnings.append(f"program {p.index}: {p.reason}")
@@ -296,8 +300,11 @@ class Report:
         for p, kind, part in summary_parts(self.programs):
             s = part["stages"][-1]
             folded = s.get("folded_constants", 0)  # absent from reports saved before constant folding
+            layers = s.get("layers")
             rows.append((f"{kind} #{p['index']}", f"{plural(s['ops'], 'op')}, {plural(s['regions'], 'fused region')}"
                          + (f", {plural(folded, 'scalar constant')} folded" if folded else "")
+                         + (f", {plural(len(layers['found']), 'layer')} in {plural(layers['regions'], 'region')}"
+                            if layers else "")
                          + (f", {p['reason']}" if p["reason"] != "first compile" else "")))
         rows += _region_rows(self.programs)
         rows += _compile_rows(self.programs)
