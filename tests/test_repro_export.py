@@ -81,3 +81,15 @@ def test_what_cannot_be_exported_is_refused_with_the_reason(llama_jfn, tmp_path)
     with pytest.raises(trace_lab.TraceLabError, match="tensor constant"):
         trace_lab.export_repro(jfn, tmp_path / "c.py")
     assert not (tmp_path / "c.py").exists()
+
+
+def test_a_layer_region_with_its_matmuls_exports_and_matches_eager(tmp_path):
+    fn, args = workloads.get("llama2").make("cpu", "small")
+    jfn = trace_lab.jit(fn, fusion="layers", executor="eager")
+    jfn(*args).sum().backward()
+    trace = trace_lab.last_traces(jfn)[-1]
+    region = next(n for n in trace.ops if n.op == "call_module"
+                  and any("mm" in str(m.target) for m in trace.gm.get_submodule(n.target).graph.nodes))
+    path = trace_lab.export_repro(trace, tmp_path / "layer.py", region=region.target)
+    r = _run_file(path)
+    assert r.returncode == 0 and r.stdout.strip() == "repro: matches eager", r.stderr[-2000:]
