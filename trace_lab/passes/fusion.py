@@ -64,8 +64,8 @@ def plan_units(trace, strategy: str, can_fuse, materialized: bool, max_region_op
         best = None
         for start in (singleton_units(graph, fused_if_fusible=True), topological_order(dataflow_groups(graph))):
             # the start itself is a candidate too: merging is judged window by window, and windows that each keep
-            # their own peak can still add up to a higher one (nvFuser, a folded Adam step: one region, 4 MiB;
-            # 514 KiB before folding, benchmarks/memory_strategy_probe.py)
+            # their own peak can still add up to a higher one. (What a merged region allocates inside its call is
+            # seen only after compiling: run/memory_guard.py's split answers that.)
             for order in (merge_pass(model, min_peak_order(model, start), apart=keep_apart), start):
                 score = (model.peak(order), sum(1 for u in order if u.fused), len(order))
                 if best is None or score < best[0]:
