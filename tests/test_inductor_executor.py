@@ -29,7 +29,9 @@ def executors():
     return {}
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+# "layers" through Inductor (a whole layer compiled as one C++ region, ~1 minute on the CI machine) is checked the
+# same way, on a 3-layer stack, by tests/test_layers_strategy.py
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "layers"])
 @pytest.mark.parametrize("name", ["memory_peak", "llama2"])
 def test_inductor_matches_unfused_program_and_predicted_peak(name, strategy, executors):
     executor = executors.setdefault(name, InductorExecutor())
