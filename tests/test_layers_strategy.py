@@ -121,6 +121,10 @@ def test_without_numbered_layers_it_is_the_dataflow_strategy():
 def test_nvfuser_is_refused_and_auto_picks_inductor():
     with pytest.raises(OptionError, match="fusion='layers' with executor='nvfuser'.*matmuls"):
         trace_lab.jit(lambda x: x, fusion="layers", executor="nvfuser")
+    from trace_lab.notebook.runner import RunOptions  # a cell's options: the message names the magic's flags
+
+    with pytest.raises(OptionError, match="--fusion layers with --executor nvfuser"):
+        RunOptions(fusion="layers", executor="nvfuser")
     name, why = resolve_run_executor(Options(fusion="layers"), torch.device("cuda"))
     assert name == "inductor" and "layers" in why
     assert resolve_run_executor(Options(fusion="layers", executor="eager"), torch.device("cuda"))[0] == "eager"
