@@ -80,19 +80,6 @@ def layer_keys(graph: OpGraph) -> dict[fx.Node, str | None]:
     return keys
 
 
-def _reaches(groups: _Groups, src: int, dst: int) -> bool:
-    """Is ``dst`` reachable from ``src`` through at least one other group?"""
-    seen, stack = set(), [c for c in groups.children[src] if c != dst]
-    while stack:
-        cur = stack.pop()
-        if cur == dst:
-            return True
-        if cur not in seen:
-            seen.add(cur)
-            stack.extend(groups.children[cur])
-    return False
-
-
 def layer_units(graph: OpGraph, can_compile) -> tuple[list[Unit], dict[fx.Node, str | None]]:
     """(the ordered units of the ``layers`` strategy, each op's layer). ``graph.fusible`` is the executor's
     ``can_fuse`` (used outside layers); ``can_compile(node)``: may the op join its layer's region."""
@@ -116,7 +103,7 @@ def layer_units(graph: OpGraph, can_compile) -> tuple[list[Unit], dict[fx.Node, 
         open_: list[int] = []
         for g in runs:
             for cur in open_:
-                if not _reaches(groups, cur, g) and not _reaches(groups, g, cur):
+                if not groups.creates_cycle(cur, g) and not groups.creates_cycle(g, cur):  # no path either way
                     groups.merge(cur, g)
                     break
             else:
