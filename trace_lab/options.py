@@ -91,6 +91,11 @@ SCHEMA: tuple[Option, ...] = (
            word="cache",
            help="reuse the kernels of structurally identical regions (the fusion-definition cache); off: compile "
                 "every fused region on its own."),
+    Option("donate_inputs", bool, True, stage="executor", surfaces=_COMPILE | {"widget"}, label="donate inputs",
+           word="donation",
+           help="Inductor regions free the inputs that die in them inside their call, each at its last use in "
+                "Inductor's code (as torch.compile's one program frees its intermediates); off: such inputs are "
+                "freed after the region returns, which can raise the peak."),
     Option("sort_waits", bool, True, stage="passes", surfaces=_COMPILE | {"widget"}, label="sort waits",
            word="wait sorting",
            help="move each collective's wait next to its first consumer; off: keep it right after the collective."),

@@ -137,10 +137,15 @@ def region_output_bytes(node: fx.Node, rounding: int = 1, record: RegionRecord |
 
 
 def region_workspace(node: fx.Node, rounding: int = 1, record: RegionRecord | None = None) -> int:
-    """Scratch bytes a compiled region allocates and frees inside its call (0 if not measured)."""
+    """Scratch bytes a compiled region allocates and frees inside its call (0 if not measured). A region that
+    frees donated inputs inside its call (``record.donated``) has a signed figure: its peak above entry less its
+    outputs, below zero when the inputs it frees go before its outputs are made."""
     if node.op != "call_module" or record is None:
         return 0
-    return round_up(max(0, int(record.workspace_bytes or 0)), rounding)
+    measured = int(record.workspace_bytes or 0)
+    if record.donated and measured < 0:
+        return -round_up(-measured, rounding)
+    return round_up(max(0, measured), rounding)
 
 
 def released_at_first_line(trace, nodes=None) -> set:

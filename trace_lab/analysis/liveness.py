@@ -31,6 +31,13 @@ and each value is dropped right after its last use (the ``del`` lines):
   once at compile time and returns it as the record's ``workspace_bytes``;
   a region that is not materialised adds it to its own line's high-water mark
   only (allocated and freed within the line, like an op's unread output).
+* a region may free its dying inputs inside its call (*donation*): an argument whose storage
+  dies on the region's line (no other value holds it, the caller does not hold it) can be
+  handed to the compiled code in a list it clears, so the storage goes at the argument's
+  last use inside the call, not after the call returns (:func:`_donatable` says which;
+  the executor decides). A donating region's record holds the signed workspace measured
+  that way (peak above entry - outputs, below zero when inputs go before outputs are
+  made), and the line's high-water mark follows it;
 * a plain op may allocate scratch inside its call too (a CPU convolution's im2col
   buffer, FFT plans, sorts): for the ops of ``op_scratch.SCRATCH_OPS`` the run stage measures
   it once per signature (:mod:`trace_lab.runtime.op_scratch`) into the Trace's records
@@ -78,6 +85,7 @@ class LineMemory:
     dead_nodes: list = field(default_factory=list)  # the same values as fx nodes
     workspace: int = 0  # transient bytes inside a region's call (compiled workspace, or inner peak op by op)
     bound: str = ""  # the line's figure is a bound, and why (op scratch not measured, or value-dependent)
+    donatable: tuple = ()  # a region's argument positions whose storage dies on this line (see _donatable)
 
 
 @dataclass
@@ -286,6 +294,8 @@ def _walk(trace, materialized_regions: bool, rounding: int | None, at_line: int 
         else:
             value_buffers[n] = bids
             produced = [n]
+        donatable = _donatable(n, bids, value_buffers, refs, pinned, buffers, last_use, order, outputs_used,
+                               owned_nodes) if n.op == "call_module" else ()
         # values whose last read is this line, and produced values nobody reads
         for v in list(value_buffers):
             if v in outputs_used:
@@ -301,12 +311,42 @@ def _walk(trace, materialized_regions: bool, rounding: int | None, at_line: int 
         live -= freed
         lines.append(LineMemory(n, name_of(n) if not multi else ", ".join(name_of(p) for p in produced),
                                 allocated, freed, live, high_water, dead_names, dead_nodes, workspace,
-                                bound_note(n, scratch) if n.op == "call_function" else ""))
+                                bound_note(n, scratch) if n.op == "call_function" else "", donatable))
         if high_water > peak:
             peak, peak_index = high_water, len(lines) - 1
     if at_line is not None:
         raise IndexError(f"line {at_line} is past the program's {len(lines)} lines")
     return Liveness(lines, entry, peak, peak_index, live, rounding)
+
+
+def _donatable(n, line_slots, value_buffers, refs, pinned, buffers, last_use, order, outputs_used, owned_nodes):
+    """Argument positions of region ``n`` whose storage dies on its line and can go inside its call: the
+    argument's last read is this line, it is the one value holding its buffer (no other live value, none
+    of the region's outputs), the caller does not hold it (a program input only when handed over), it is
+    passed once, and it spans its whole storage from offset 0 (so the bytes freed inside the call are the
+    buffer's, as a placeholder input of the recorded layout measures them)."""
+    found = []
+    args = list(n.args)
+    for i, a in enumerate(args):
+        if not isinstance(a, fx.Node) or a.op == "get_attr" or a in outputs_used or args.count(a) != 1:
+            continue
+        if last_use.get(a) != order[n] or (a.op == "placeholder" and a not in owned_nodes):
+            continue
+        bids = value_buffers.get(a) or []
+        if len(bids) != 1 or bids[0] is None or bids[0] in pinned or bids[0] in line_slots or refs[bids[0]] != 1:
+            continue
+        val = a.meta.get("val")
+        if not hasattr(val, "storage_offset") or int(val.storage_offset()) != 0:
+            continue
+        span = 1 + sum((int(s) - 1) * int(st) for s, st in zip(val.shape, val.stride())) if val.numel() else 0
+        try:
+            whole = int(val.untyped_storage().nbytes())
+        except Exception:  # noqa: BLE001 - a storage the meta value cannot show: not donated
+            continue
+        if span * val.element_size() != whole or whole == 0:
+            continue
+        found.append(i)
+    return tuple(found)
 
 
 def _state(index, node, buffers, alive, value_buffers, line_slots, made_by, entry_ids, transient, high_water):

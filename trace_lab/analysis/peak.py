@@ -55,7 +55,7 @@ class PeakBreakdown:
     op: str  # the peak line's name in the trace
     peak_above_inputs: int
     rows: list[PeakRow] = field(default_factory=list)  # what the program made, alive on the peak line
-    transient: int = 0  # the peak line's own workspace / scratch
+    transient: int = 0  # the peak line's own workspace / scratch (below zero: donated inputs freed inside)
     inputs_freed: int = 0  # handed-over inputs already freed before the peak line (subtracted)
     held: list[PeakRow] = field(default_factory=list)  # the caller's inputs (not in the figure)
 
@@ -85,8 +85,10 @@ class PeakBreakdown:
             for r in [r for r in self.rows if r.kind == kind][:5]:
                 names = ", ".join(r.tensors[:4]) + (", ..." if len(r.tensors) > 4 else "")
                 lines.append(f"    {format_bytes(r.bytes):>10}  {r.source or r.op}  [{names}]")
-        if self.transient:
+        if self.transient > 0:
             lines.append(f"  the line's own workspace/scratch: {format_bytes(self.transient)}")
+        elif self.transient < 0:
+            lines.append(f"  inputs the line's region frees inside its call (donated): -{format_bytes(-self.transient)}")
         if self.inputs_freed:
             lines.append(f"  inputs handed over and freed before it: -{format_bytes(self.inputs_freed)}")
         if self.held:

@@ -40,7 +40,8 @@ class RegionRecord:
     compiled: bool = False  # False: the plan only (nothing below is known)
     executor: str = ""
     output_storage_bytes: tuple | None = None  # bytes of each fresh output storage, as the compiled code returns them
-    workspace_bytes: int | None = None  # scratch inside the call (None: could not be measured)
+    workspace_bytes: int | None = None  # scratch inside the call (None: could not be measured); signed when donated
+    donated: tuple = ()  # argument positions the call frees inside itself (liveness._donatable), measured so
     output_bytes: int | None = None  # fresh output bytes measured on the compiled call
     planned_output_bytes: int | None = None  # output bytes the fusion plan assumed (memory_guard compares)
     model_output_bytes: int | None = None  # output bytes the liveness model counts for the compiled layout
@@ -57,6 +58,8 @@ class RegionRecord:
                "model_output_bytes": self.model_output_bytes, "planned_output_bytes": self.planned_output_bytes}
         if self.split:
             row["split"] = list(self.split)
+        if self.donated:
+            row["donated"] = list(self.donated)
         row.update(self.details)
         return row
 

@@ -78,6 +78,13 @@ def _direct_call(graph, aot_fn):
                 return call(list(args))
         return call(list(args))
 
+    def boxed(args: list):  # the caller hands its list over: inputs only it holds go at their last use
+        if grad_enabled():
+            with no_grad():
+                return call(args)
+        return call(args)
+
+    region.boxed = boxed
     region.compiled_graph = graph
     region.aot_fn = aot_fn
     return region
@@ -253,14 +260,15 @@ class InductorExecutor(Executor):
     materializes_regions = False
     compiles_library_ops = True  # a region calls its matmuls as extern kernels (fusion="layers")
 
-    def __init__(self, fusion_cache: bool = True):
+    def __init__(self, fusion_cache: bool = True, donate_inputs: bool = True):
         self.fusion_cache = bool(fusion_cache)
+        self.donate_inputs = bool(donate_inputs)
         self.cache = FusionCache(enabled=self.fusion_cache)
-        self._measured: dict = {}  # compiled region -> (workspace bytes, fresh output bytes)
+        self._measured: dict = {}  # (compiled region, donated positions) -> (workspace, fresh output bytes, layout)
 
     @classmethod
     def from_options(cls, options) -> "InductorExecutor":
-        return cls(fusion_cache=options.fusion_cache)
+        return cls(fusion_cache=options.fusion_cache, donate_inputs=getattr(options, "donate_inputs", True))
 
     def can_fuse(self, node: fx.Node) -> bool:
         return inductor_can_fuse(node)
@@ -274,10 +282,13 @@ class InductorExecutor(Executor):
     def compile(self, trace: Trace) -> CompiledProgram:
         started = time.perf_counter()
         compiled: dict[fx.Node, object] = {}
+        donations: dict[fx.Node, tuple] = {}  # region -> argument positions it frees inside its call
         records: dict[str, RegionRecord] = {}
         codes: dict[str, object] = {}
         rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
         region_nodes = [n for n in trace.ops if n.op == "call_module"]
+        donatable = {ln.node: ln.donatable for ln in trace.liveness(materialized_regions=False).lines
+                     if ln.donatable} if region_nodes and self.donate_inputs else {}
         jobs = []  # (node, region GraphModule, input values, plan, signature), in trace order
         for node in region_nodes:
             sub = trace.gm.get_submodule(node.target)
@@ -319,15 +330,21 @@ class InductorExecutor(Executor):
                 ) from e
             compiled[node] = fn
             codes[str(node.target)] = _code_reader(fn)
-            if fn not in self._measured:  # once per compiled region (a cache hit reuses the figure)
-                self._measured[fn] = measure_workspace(fn, input_vals, rounding)
-            workspace, out_bytes, layout = self._measured[fn]
+            donate = donatable.get(node, ()) if hasattr(fn, "boxed") else ()  # the direct call only
+            if donate:
+                donations[node] = donate
+            key = (fn, donate)
+            if key not in self._measured:  # once per compiled region and donation (a cache hit reuses the figure)
+                self._measured[key] = measure_workspace(fn, input_vals, rounding, donate)
+            workspace, out_bytes, layout = self._measured[key]
             records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
                                                  name=str(node.target), signature=signature_hash(signature),
-                                                 cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes)
+                                                 cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes,
+                                                 donated=donate)
         if region_nodes:
             self.report_region(len(region_nodes), len(region_nodes))
-        program = generate(trace, region_runner=compiled.__getitem__, materialized_regions=False, fast_views=True)
+        program = generate(trace, region_runner=compiled.__getitem__, materialized_regions=False, fast_views=True,
+                           donations=donations)
         run = program.run
         notes = []
         if records:
@@ -339,6 +356,10 @@ class InductorExecutor(Executor):
                 notes.append(f"{len(pending)} regions compiled at once on {min(THREADS, len(pending))} threads: "
                              "each region's compile seconds overlap the others'")
             notes.extend(_workspace_notes(rows))
+            donating = [r for r in rows if r.donated]
+            if donating:
+                notes.append(f"{len(donating)} regions free {sum(len(r.donated) for r in donating)} dying inputs "
+                             "inside their call (donated: each goes at its last use in Inductor's code)")
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
                                source=program.source, regions=records, notes=notes, generated=program,
                                region_code=codes)

@@ -44,6 +44,14 @@ _DTYPE_SHORT = {
 }
 
 
+def _inside(workspace: int) -> str:
+    """A line's bytes inside its own call: scratch (``~N inside``), or, for a region that frees donated inputs
+    inside its call before making its outputs, the net bytes gone at its high-water mark (``~N freed inside``)."""
+    if workspace > 0:
+        return f"~{format_bytes(workspace)} inside"
+    return f"~{format_bytes(-workspace)} freed inside" if workspace < 0 else ""
+
+
 def format_bytes(n: float) -> str:
     n = float(n)
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -255,7 +263,7 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
         if ln is not None:
             change = " ".join(x for x in (f"+{format_bytes(ln.allocated)}" if ln.allocated else "",
                                           f"-{format_bytes(ln.freed)}" if ln.freed else "",
-                                          f"~{format_bytes(ln.workspace)} inside" if ln.workspace else "") if x) or "+0"
+                                          _inside(ln.workspace)) if x) or "+0"
             rec.peak = live.peak_line is ln
             mark = f"  <- peak {format_bytes(ln.high_water - live.entry_bytes)} above inputs" if rec.peak else ""
             if ln.bound:  # an op whose scratch was not measured (lower bound) or depends on values (upper)

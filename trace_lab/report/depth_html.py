@@ -59,9 +59,13 @@ def peak_html(depth: dict) -> str:
         cells = (r["kind"], format_bytes(r["bytes"]), r["source"] or "", r["op"], names)
         body.append("<tr>" + "".join(f"<td class='tl-wrap'>{esc(c)}</td>" if k >= 2 else f"<td>{esc(c)}</td>"
                                      for k, c in enumerate(cells)) + "</tr>")
-    if d["transient"]:
+    if d["transient"] > 0:
         body.append(f"<tr><td>workspace</td><td>{esc(format_bytes(d['transient']))}</td>"
                     "<td class='tl-wrap' colspan='3'>inside the peak line's own call (a region's workspace, an op's scratch)</td></tr>")
+    elif d["transient"] < 0:
+        body.append(f"<tr><td>freed inside</td><td>-{esc(format_bytes(-d['transient']))}</td>"
+                    "<td class='tl-wrap' colspan='3'>inputs the peak line's region frees inside its call (donated) "
+                    "before its high-water mark</td></tr>")
     if d["inputs_freed"]:
         body.append(f"<tr><td>inputs freed</td><td>-{esc(format_bytes(d['inputs_freed']))}</td>"
                     "<td class='tl-wrap' colspan='3'>inputs handed over to the program and freed before the peak line</td></tr>")

@@ -43,16 +43,8 @@ def workspace_bytes(peak_above_entry: int, output_bytes: int, rounding: int = 1)
 def fresh_output_bytes(outputs, inputs, rounding: int = 1) -> int:
     """Bytes of the storages a call returned that it allocated: each storage once, none that
     belongs to an input (a returned view of an input allocates nothing)."""
-    def key(t):
-        return t.untyped_storage().data_ptr()
-
-    seen = {key(t) for t in inputs if isinstance(t, torch.Tensor)}
-    total = 0
-    for t in outputs:
-        if isinstance(t, torch.Tensor) and key(t) not in seen:
-            seen.add(key(t))
-            total += tensor_bytes(t, rounding)
-    return total
+    ptrs = {t.untyped_storage().data_ptr() for t in inputs if isinstance(t, torch.Tensor)}
+    return _fresh_bytes_against(outputs, ptrs, rounding)
 
 
 def output_layout(outputs, inputs) -> tuple[list, list]:
@@ -60,10 +52,91 @@ def output_layout(outputs, inputs) -> tuple[list, list]:
     ``("input", j)`` for a view of input j, ``("output", k)`` for the storage of earlier
     output k) and the unrounded bytes of its storage where fresh (None otherwise);
     non-tensor outputs count as fresh with 0 bytes."""
+    owners = [(t.untyped_storage().data_ptr(), j) for j, t in enumerate(inputs) if isinstance(t, torch.Tensor)]
+    return _layout_against(outputs, owners)
+
+
+def measure_workspace(fn, input_vals, rounding: int, donate: tuple = ()) -> tuple:
+    """(workspace bytes, bytes of fresh outputs, output layout) of calling a compiled region on
+    placeholder inputs of the recorded layouts; the layout is :func:`output_layout`'s pair.
+    The figures are None when the call cannot be measured here (the layout is still given).
+
+    ``donate``: argument positions the program hands over (``fn.boxed(list)``, which the compiled code
+    clears, so each goes at its last use inside the call): the measured call holds them only in that list,
+    and the workspace is signed (peak above entry - outputs: below zero when inputs go before outputs)."""
+    if donate:
+        return _measure_donated(fn, input_vals, rounding, tuple(donate))
+    from torch._guards import tracing
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from .measure import measure_peak
+
+    with unset_fake_temporarily(), tracing(None), torch.no_grad():
+        args = [example_tensor(v, zeros=False) for v in input_vals]
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        warm = fn(*args)  # warm-up: lazy initialisation, autotuning, first-call allocations
+        del warm
+        outs, peak, _method = measure_peak(lambda boxed: fn(*boxed), args, device, collect=False)
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        layout = output_layout(outs, args)
+        if peak is None:
+            return None, None, layout
+        out_bytes = fresh_output_bytes(outs, args, rounding)
+        return workspace_bytes(peak, out_bytes, rounding), out_bytes, layout
+
+
+def _measure_donated(fn, input_vals, rounding: int, donate: tuple) -> tuple:
+    """:func:`measure_workspace` for a region that frees the inputs at ``donate`` inside its call. On CPU the
+    inputs are made inside the profiler session (``measure_peak_handing_over``: a free is sized only for a block
+    allocated while it profiles); on CUDA ``max_memory_allocated`` sees them anyway."""
+    from torch._guards import tracing
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    from .measure import measure_peak, measure_peak_handing_over
+
+    with unset_fake_temporarily(), tracing(None), torch.no_grad():
+        warm = fn(*[example_tensor(v, zeros=False) for v in input_vals])  # warm-up, inputs kept by no one
+        del warm
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        kept: dict[int, object] = {}  # the inputs the caller keeps (all but the donated ones)
+        owners: list = []  # (storage address, position, weak ref of a donated one) per input: the output layout
+
+        def make_args():
+            args = [example_tensor(v, zeros=False) for v in input_vals]
+            for j, a in enumerate(args):
+                if isinstance(a, torch.Tensor):
+                    weak = StorageWeakRef(a.untyped_storage()) if j in donate else None
+                    owners.append((a.untyped_storage().data_ptr(), j, weak))
+                    if j not in donate:
+                        kept[j] = a
+            return args
+
+        device = next((v.device for v in input_vals if isinstance(v, torch.Tensor)), torch.device("cpu"))
+        boxed = fn.boxed
+        if device.type == "cpu":
+            outs, peak, _method = measure_peak_handing_over(boxed, make_args, device)
+        else:
+            outs, peak, _method = measure_peak(boxed, make_args(), device, collect=False)
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        # a donated input freed inside the call owns nothing now: an output at its address is a fresh block
+        owners = [(ptr, j) for ptr, j, weak in owners if weak is None or not weak.expired()]
+        layout = _layout_against(outs, owners)
+        if peak is None:
+            return None, None, layout
+        out_bytes = _fresh_bytes_against(outs, {ptr for ptr, _ in owners}, rounding)
+        signed = int(peak) - out_bytes
+        if rounding > 1 and signed > 0:
+            signed = (signed + rounding - 1) // rounding * rounding
+        del kept
+        return signed, out_bytes, layout
+
+
+def _layout_against(outputs, owners) -> tuple[list, list]:
+    """:func:`output_layout` against the inputs' storage addresses (donated inputs may be gone by now)."""
     owner: dict[int, tuple] = {}
-    for j, t in enumerate(inputs):
-        if isinstance(t, torch.Tensor):
-            owner.setdefault(t.untyped_storage().data_ptr(), ("input", j))
+    for ptr, j in owners:
+        owner.setdefault(ptr, ("input", j))
     aliases, storage_bytes = [], []
     for k, t in enumerate(outputs):
         if not isinstance(t, torch.Tensor):
@@ -82,24 +155,11 @@ def output_layout(outputs, inputs) -> tuple[list, list]:
     return aliases, storage_bytes
 
 
-def measure_workspace(fn, input_vals, rounding: int) -> tuple:
-    """(workspace bytes, bytes of fresh outputs, output layout) of calling a compiled region on
-    placeholder inputs of the recorded layouts; the layout is :func:`output_layout`'s pair.
-    The figures are None when the call cannot be measured here (the layout is still given)."""
-    from torch._guards import tracing
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-    from .measure import measure_peak
-
-    with unset_fake_temporarily(), tracing(None), torch.no_grad():
-        args = [example_tensor(v, zeros=False) for v in input_vals]
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
-        warm = fn(*args)  # warm-up: lazy initialisation, autotuning, first-call allocations
-        del warm
-        outs, peak, _method = measure_peak(lambda boxed: fn(*boxed), args, device, collect=False)
-        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-        layout = output_layout(outs, args)
-        if peak is None:
-            return None, None, layout
-        out_bytes = fresh_output_bytes(outs, args, rounding)
-        return workspace_bytes(peak, out_bytes, rounding), out_bytes, layout
+def _fresh_bytes_against(outputs, input_ptrs: set, rounding: int) -> int:
+    seen = set(input_ptrs)
+    total = 0
+    for t in outputs:
+        if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in seen:
+            seen.add(t.untyped_storage().data_ptr())
+            total += tensor_bytes(t, rounding)
+    return total

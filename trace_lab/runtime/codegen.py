@@ -134,7 +134,7 @@ class Emitter:
             return self.locals[node]
         name = self.name_of(node)
         if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_g_") or name in self._used \
-                or name in ("args", "_", "_h", "_r"):
+                or name in ("args", "_", "_h", "_r", "_d"):
             name = f"_v{len(self.locals)}"
         self._used.add(name)
         self.locals[node] = name
@@ -189,11 +189,12 @@ def _folded_view(em: Emitter, p: ViewPlan) -> str:
 
 def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
           materialized_regions: bool, instrument: bool = False, program: int | None = None,
-          views: tuple | None = None) -> list[str]:
+          views: tuple | None = None, donations: dict | None = None) -> list[str]:
     """The op lines (with their ``del`` lines) of one function body; ``instrument``: each line (and its
     ``del``) inside a ``record_function`` range named by :func:`line_label`. ``views``: ``("check", plans,
     frees, seen)`` adds a layout check after each foldable view line, ``("fast", plans, frees)`` folds them
-    (:mod:`.fast_views`); both follow ``frees`` instead of the liveness model's own."""
+    (:mod:`.fast_views`); both follow ``frees`` instead of the liveness model's own. ``donations``: region node ->
+    argument positions handed over in a list its compiled code clears (``fn.boxed``), where they die on its line."""
     mode, plans = (views or (None, {}))[:2]
     dead = views[2] if mode in ("check", "fast") else _dead(trace, materialized_regions)
     order = {n: i for i, n in enumerate(plans)}
@@ -221,10 +222,17 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
             callee = None
         args = [em.arg(a) for a in n.args]
         args += [f"{k}={em.arg(v)}" for k, v in n.kwargs.items()]
-        if callee is None:
-            call = f"{args[0]}.{n.target}({', '.join(args[1:])})"
+        handed = _handed_over(n, (donations or {}).get(n, ()), dead, skip) if n.op == "call_module" else []
+        if handed and hasattr(fn, "boxed"):  # the region frees these inside its call
+            lines.append(f"_d = [{', '.join(args)}]")
+            lines.append(f"del {', '.join(em.local(a) for a in handed)}")
+            call = f"{em.bind(fn.boxed, 'r')}(_d)"
         else:
-            call = f"{callee}({', '.join(args)})"
+            handed = []
+            if callee is None:
+                call = f"{args[0]}.{n.target}({', '.join(args[1:])})"
+            else:
+                call = f"{callee}({', '.join(args)})"
         if mode == "fast" and n in plans:
             call = _folded_view(em, plans[n])
         val = n.meta.get("val")
@@ -240,13 +248,27 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
             p = plans[n]
             lines.append(f"_g_seen({order[n]}, {em.local(n)}, {em.local(p.source)}, "
                          f"{em.local(p.root if p.identity else p.source)})")
-        gone = [em.local(d) for d in dead.get(n, []) if d.op != "get_attr" and d not in skip]
+        gone = [em.local(d) for d in dead.get(n, []) if d.op != "get_attr" and d not in skip and d not in handed]
+        if handed:
+            gone.append("_d")  # empty unless the region fell back to running op by op
         if gone:
             lines.append(f"del {', '.join(gone)}")
         if instrument:
             label = em.bind(line_label(trace, index, n, program), "l")
             lines[start:] = [f"with _g_range({label}):"] + [f"    {ln}" for ln in lines[start:]]
     return lines
+
+
+def _handed_over(node: fx.Node, positions: tuple, dead: dict, skip: set) -> list:
+    """The arguments of region ``node`` at ``positions`` that the program drops on its line (in ``dead``, the
+    frees this program follows): the ones the region may free inside its call."""
+    dying = set(dead.get(node, ()))
+    found = []
+    for i in positions:
+        a = node.args[i] if i < len(node.args) else None
+        if isinstance(a, fx.Node) and a in dying and a not in skip and a.op != "get_attr" and a not in found:
+            found.append(a)
+    return found
 
 
 def _output(em: Emitter, trace: Trace) -> str:
@@ -270,7 +292,8 @@ def compile_function(em: Emitter, fn_name: str, params: str, body: list[str], wh
 
 def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
              materialized_regions: bool = True, instrument: bool = False,
-             program: int | None = None, fast_views: bool = False, _views: tuple | None = None) -> GeneratedProgram:
+             program: int | None = None, fast_views: bool = False, _views: tuple | None = None,
+             donations: dict | None = None) -> GeneratedProgram:
     """Compile ``trace`` to ``run(args) -> tuple`` (boxed: a list of inputs).
 
     ``region_runner(node) -> callable(*inputs)`` gives each fused region's callable (a
@@ -281,12 +304,13 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
     whose frees the code follows. ``instrument``: each line in a profiler range (:func:`line_label`, with
     ``program``'s index). ``fast_views``: view lines outside regions run as stride reinterpretations once the
     first call has checked the real layouts (:mod:`.fast_views`); ``source`` is then the folded program's.
+    ``donations``: region node -> argument positions it frees inside its call (:func:`_body`).
     """
     if fast_views and not instrument and _views is None:
         plans, frees = plan_views(trace.ops, _outputs(trace), _dead(trace, materialized_regions))
         if plans:
             return _first_call_checked(trace, region_runner, views_as_reshape, materialized_regions, program,
-                                       plans, frees)
+                                       plans, frees, donations)
     em = Emitter(trace.name, trace.gm)
     params = [em.local(p) for p in trace.inputs]
     body: list[str] = []
@@ -299,7 +323,8 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
         em.globals["_g_hook"] = current_hook
         em.globals["_g_trace"] = trace
         body += ["_h = _g_hook()", "if _h is not None:", "    _h.enter(_g_trace)"]
-    body += _body(em, trace, region_runner, views_as_reshape, materialized_regions, instrument, program, _views)
+    body += _body(em, trace, region_runner, views_as_reshape, materialized_regions, instrument, program, _views,
+                  donations)
     out = _output(em, trace)
     if waits:
         body += ["if _h is not None:", "    _h.exit(_g_trace)"]
@@ -315,7 +340,7 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
 
     def build_instrumented(program=None):
         return generate(trace, region_runner, views_as_reshape, materialized_regions, instrument=True,
-                        program=program, _views=_views).run
+                        program=program, _views=_views, donations=donations).run
 
     return GeneratedProgram(fn, src, fn_name, build_instrumented)
 
@@ -325,11 +350,12 @@ def _outputs(trace: Trace) -> list:
     return list(spec) if isinstance(spec, (list, tuple)) else [spec]
 
 
-def _first_call_checked(trace, region_runner, views_as_reshape, materialized_regions, program, plans, frees):
+def _first_call_checked(trace, region_runner, views_as_reshape, materialized_regions, program, plans, frees,
+                        donations=None):
     """The program behind :class:`.fast_views.FirstCallChecked`: checked first call, then folded or plain."""
     def build(views):
         return generate(trace, region_runner, views_as_reshape, materialized_regions, program=program,
-                        _views=views)
+                        _views=views, donations=donations)
 
     names = [trace.name(n) for n in plans]
     state = FirstCallChecked(plans, names, lambda: build(("plain", {})).run)
@@ -340,7 +366,7 @@ def _first_call_checked(trace, region_runner, views_as_reshape, materialized_reg
     def build_instrumented(program=None):
         views = ("fast", plans, frees) if state.fast_chosen else None
         return generate(trace, region_runner, views_as_reshape, materialized_regions, instrument=True,
-                        program=program, _views=views or ("plain", {})).run
+                        program=program, _views=views or ("plain", {}), donations=donations).run
 
     result = GeneratedProgram(state, fast.source, fast.function_name, build_instrumented)
     result.views = state

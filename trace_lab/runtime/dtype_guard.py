@@ -41,21 +41,35 @@ def dtype_guarded(fn, trace, node: fx.Node, eager_region):
         return fn
     chosen: list = []
 
-    def region(*args):
-        if chosen:
-            return chosen[0](*args)
+    def choose(args) -> None:
         bad = [(i, _layout(a), e) for i, (a, e) in enumerate(zip(args, expected))
                if e is not None and isinstance(a, torch.Tensor) and _layout(a) != e]
         if bad:
             i, got, want = bad[0]
             warnings.warn(f"trace_lab: fused region {node.target} was compiled for input {i} as {_say(want)}, but "
                           f"the program hands it {_say(got)} (an op whose recorded dtype or strides differ from what "
-                          "it returns); the region runs op by op from now on, with the real layouts", stacklevel=2)
+                          "it returns); the region runs op by op from now on, with the real layouts", stacklevel=3)
             chosen.append(eager_region())
         else:
             chosen.append(fn)
+
+    def region(*args):
+        if not chosen:
+            choose(args)
         return chosen[0](*args)
 
+    if hasattr(fn, "boxed"):  # a region that frees the inputs handed over in a list (codegen's donations)
+        def boxed(args: list):
+            if not chosen:
+                choose(args)
+            if chosen[0] is fn:
+                return fn.boxed(args)
+            try:  # op by op: the list is emptied once the region returns
+                return chosen[0](*args)
+            finally:
+                args.clear()
+
+        region.boxed = boxed
     for attr in ("compiled_graph", "aot_fn"):
         if hasattr(fn, attr):
             setattr(region, attr, getattr(fn, attr))
