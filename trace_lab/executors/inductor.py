@@ -84,9 +84,10 @@ def _direct_call(graph, aot_fn):
                 return call(args)
         return call(args)
 
+    for fn in (region, boxed):  # what a reader of the program's regions looks for (either entry)
+        fn.compiled_graph = graph
+        fn.aot_fn = aot_fn
     region.boxed = boxed
-    region.compiled_graph = graph
-    region.aot_fn = aot_fn
     return region
 
 

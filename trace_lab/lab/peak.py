@@ -173,13 +173,16 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
     explanation = PeakExplanation(breakdown, measured, report=report, _rerun=rerun, _position=program, notes=[
         "remedies priced: the other fusion strategies, checkpointing repeated blocks, recomputing the largest "
         "cheap saved activation (predicted on the meta device with this run's executor and allocator, and measured "
-        f"by try_remedy), and for a module FSDP zero3 on {FSDP_RANKS} ranks (predicted only)"])
+        f"by try_remedy), and for a module FSDP zero3 on {FSDP_RANKS} ranks (predicted only)",
+        "a prediction does not see what a compiled region frees inside its call (donate_inputs, the default with "
+        "Inductor): a measured saving can be larger than the predicted one by those bytes"])
     if base is None:
         explanation.notes.append(f"the meta-device prediction has no {breakdown.kind} #{part_index} for "
                                  f"{current['fusion']}: no remedy priced")
         return explanation
+    blocks = _checkpointed(fn)
     for s in strategies:
-        if s == current["fusion"]:
+        if s == current["fusion"] or (s == "layers" and blocks is None):  # no numbered blocks: layers is dataflow
             continue
         other = _peak_of(predicted, s, breakdown.kind, part_index)
         if other is None:
@@ -195,7 +198,6 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
         return _peak_of(prediction, current["fusion"], breakdown.kind, part_index)
 
     same = {"fusion": current["fusion"], "executor": current["executor"]}
-    blocks = _checkpointed(fn)
     if blocks is not None:
         wrapped, where = blocks
         other = predicted(wrapped)

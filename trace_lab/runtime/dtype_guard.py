@@ -72,5 +72,7 @@ def dtype_guarded(fn, trace, node: fx.Node, eager_region):
         region.boxed = boxed
     for attr in ("compiled_graph", "aot_fn"):
         if hasattr(fn, attr):
-            setattr(region, attr, getattr(fn, attr))
+            for entry in (region, getattr(region, "boxed", None)):
+                if entry is not None:
+                    setattr(entry, attr, getattr(fn, attr))
     return region
