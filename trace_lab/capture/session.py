@@ -111,8 +111,6 @@ class Program:
     forward: ProgramPart | None = None  # forward or inference program
     backward: ProgramPart | None = None
     dynamo_seconds: float = 0.0
-    # the backward module the partitioner made, until the forward compiles (run/compile_ahead.py plans it then)
-    backward_preview: fx.GraphModule | None = None
 
     @property
     def parts(self) -> list[ProgramPart]:
@@ -233,7 +231,6 @@ class CaptureSession:
                 part = ProgramPart(kind=kind, gm=fx_gm, input_names=names)
                 if kind == "backward":
                     program.backward = part
-                    program.backward_preview = None  # planned ahead by the forward's compile, or not needed
                 else:
                     program.forward = part
                 part.capture_seconds = time.perf_counter() - started
@@ -255,24 +252,21 @@ class CaptureSession:
             bw_compiler=make_compiler("backward"),
             inference_compiler=make_compiler("inference"),
             decompositions=capture_decompositions(),
-            partition_fn=self._partition_fn(min_cut_rematerialization_partition, program),
+            partition_fn=self._partition_fn(min_cut_rematerialization_partition),
             keep_inference_input_mutations=True,
         )
         program.dynamo_seconds = time.perf_counter() - started
         return compiled
 
-    def _partition_fn(self, partition, program: Program):
-        """The partitioner, after ``prepare_joint`` tags the joint graph; the backward module it makes is kept on
-        ``program`` (``backward_preview``) for the forward's compile to plan ahead."""
-        def partition_and_keep(joint_gm, joint_inputs, **kwargs):
-            if self.prepare_joint is not None:
-                self.prepare_joint(joint_gm)
-            parts = partition(joint_gm, joint_inputs, **kwargs)
-            if isinstance(parts, tuple) and len(parts) == 2 and isinstance(parts[1], fx.GraphModule):
-                program.backward_preview = parts[1]
-            return parts
+    def _partition_fn(self, partition):
+        if self.prepare_joint is None:
+            return partition
 
-        return partition_and_keep
+        def partition_with_tags(joint_gm, joint_inputs, **kwargs):
+            self.prepare_joint(joint_gm)
+            return partition(joint_gm, joint_inputs, **kwargs)
+
+        return partition_with_tags
 
     def _reason_for_new_graph(self, descriptors: list[str]) -> str:
         # Dynamo counts a graph break before it compiles the graph that ends at the

@@ -266,8 +266,6 @@ class InductorExecutor(Executor):
         self.donate_inputs = bool(donate_inputs)
         self.cache = FusionCache(enabled=self.fusion_cache)
         self._measured: dict = {}  # (compiled region, donated positions) -> (workspace, fresh output bytes, layout)
-        self._ahead: dict = {}  # signature -> (region module, input values): compiled with the next compile()'s
-        self._compiled_ahead: dict = {}  # signature -> seconds, for regions compiled ahead and not yet used
 
     @classmethod
     def from_options(cls, options) -> "InductorExecutor":
@@ -282,26 +280,10 @@ class InductorExecutor(Executor):
     def fuse_reason(self, node: fx.Node) -> str | None:
         return inductor_fuse_reason(node)
 
-    def compile_ahead(self, trace: Trace) -> int:
-        """The regions of ``trace`` (a program planned ahead: :mod:`trace_lab.run.compile_ahead`) that the fusion
-        cache lacks, compiled with the next :meth:`compile`'s regions into the cache; returns how many."""
-        if not self.fusion_cache:
-            return 0
-        jobs = {}
-        for node in (n for n in trace.ops if n.op == "call_module"):
-            sub = trace.gm.get_submodule(node.target)
-            input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
-            signature = plan_record(node).signature or region_signature(sub, input_vals)
-            if signature not in self.cache:
-                jobs.setdefault(signature, (sub, input_vals))
-        self._ahead = jobs
-        return len(jobs)
-
     def compile(self, trace: Trace) -> CompiledProgram:
         started = time.perf_counter()
         compiled: dict[fx.Node, object] = {}
         donations: dict[fx.Node, tuple] = {}  # region -> argument positions it frees inside its call
-        ahead_used: set = set()  # op ids of regions compiled ahead (with an earlier program's batch)
         records: dict[str, RegionRecord] = {}
         codes: dict[str, object] = {}
         rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
@@ -320,9 +302,6 @@ class InductorExecutor(Executor):
             key = signature if self.fusion_cache else i
             if key not in pending and signature not in self.cache:
                 pending[key] = (sub, input_vals)
-        ahead, self._ahead = self._ahead, {}  # another program's regions, compiled in this batch (compile_ahead)
-        ahead = {sig: job for sig, job in ahead.items() if sig not in pending and sig not in self.cache}
-        pending.update(ahead)
         disable_caches = not self.fusion_cache
         if pending:
             self.report_region(0, len(pending))
@@ -330,11 +309,6 @@ class InductorExecutor(Executor):
             fresh = compile_all(pending, lambda job: compile_region(*job, disable_inductor_caches=disable_caches),
                                 device=trace.device, releasing=kernel_waits_release,
                                 on_done=lambda done, total, _key: self.report_region(done, total))  # no "next" name: they run at once
-        for signature in ahead:  # kept for the program they belong to (a failure: that program compiles it again)
-            done = fresh.pop(signature, None)
-            if done is not None and not isinstance(done[0], Exception):
-                self.cache.put(signature, done[0])
-                self._compiled_ahead[signature] = done[1]
         for i, (node, sub, input_vals, plan, signature) in enumerate(jobs):
             done = fresh.pop(signature if self.fusion_cache else i, None)
             try:
@@ -347,9 +321,6 @@ class InductorExecutor(Executor):
                 else:  # a cache hit (or a region the cache let go of since: compiled now)
                     fn, hit, seconds = self.cache.get_or_compile(
                         signature, lambda: compile_region(sub, input_vals, disable_inductor_caches=disable_caches))
-                    if hit and signature in self._compiled_ahead:  # compiled ahead, with another program's regions
-                        hit, seconds = False, self._compiled_ahead.pop(signature)
-                        ahead_used.add(node.name)
             except Exception as e:  # noqa: BLE001 - said plainly, cause attached
                 ops = plan.ops
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -370,8 +341,7 @@ class InductorExecutor(Executor):
             records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
                                                  name=str(node.target), signature=signature_hash(signature),
                                                  cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes,
-                                                 donated=donate,
-                                                 details={"compiled_ahead": True} if node.name in ahead_used else {})
+                                                 donated=donate)
         if region_nodes:
             self.report_region(len(region_nodes), len(region_nodes))
         program = generate(trace, region_runner=compiled.__getitem__, materialized_regions=False, fast_views=True,
@@ -383,9 +353,6 @@ class InductorExecutor(Executor):
             hits = sum(r.cache_hit for r in rows)
             notes.append(f"{len(rows)} regions, {len({r.signature for r in rows})} unique signatures, "
                          f"{hits} cache hits" + ("" if self.fusion_cache else " (fusion cache off, Inductor caches off)"))
-            if ahead_used:
-                notes.append(f"{len(ahead_used)} regions were compiled ahead, with the forward's regions "
-                             "(their compile seconds overlap the forward's)")
             if len(pending) > 1 and THREADS > 1:
                 notes.append(f"{len(pending)} regions compiled at once on {min(THREADS, len(pending))} threads: "
                              "each region's compile seconds overlap the others'")
@@ -410,7 +377,7 @@ def _code_reader(fn):
 
 def _workspace_notes(records: list[RegionRecord]) -> list[str]:
     notes = []
-    with_ws = [r for r in records if (r.workspace_bytes or 0) > 0]
+    with_ws = [r for r in records if r.workspace_bytes]
     if with_ws:
         top = max(with_ws, key=lambda r: r.workspace_bytes)
         notes.append(f"{len(with_ws)} regions allocate workspace inside their call (largest: {top.name}, "

@@ -43,7 +43,6 @@ from ..ir.trace import Trace, node_device
 from ..runtime.op_scratch import complete_op_scratch, measure_op_scratch
 from ..executors.interface import region_progress
 from .compilation import CompilationRecord
-from .compile_ahead import plan_backward_ahead
 
 __all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "resolve_run_executor", "last_traces", "last_backward_traces", "FUSION_STRATEGIES",
            "compile_progress", "joint_graph_hook"]
@@ -255,12 +254,8 @@ class JitFunction:
             part.traces = part.traces[:-1] + [part.traces[-1].with_regions(compiled.regions)]
             return part.traces, compiled
 
-        ahead = plan_backward_ahead(program, options, executor, self.gradients_copied) \
-            if part.kind == "forward" else None
         with region_progress(on_region):
             stages, compiled = build()
-            if ahead:
-                compiled.notes.append(ahead)
             if fusion == "memory" and not executor.materializes_regions:
                 from .memory_guard import keep_promise
 
