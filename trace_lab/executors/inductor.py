@@ -377,7 +377,7 @@ def _code_reader(fn):
 
 def _workspace_notes(records: list[RegionRecord]) -> list[str]:
     notes = []
-    with_ws = [r for r in records if r.workspace_bytes]
+    with_ws = [r for r in records if (r.workspace_bytes or 0) > 0]  # a donating region may be below zero
     if with_ws:
         top = max(with_ws, key=lambda r: r.workspace_bytes)
         notes.append(f"{len(with_ws)} regions allocate workspace inside their call (largest: {top.name}, "
