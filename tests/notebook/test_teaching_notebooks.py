@@ -232,8 +232,17 @@ def check_compile_time(nb):
     quotes them."""
     rows = _rows(nb, "for row in kernel_session().rows()",
                  r"^\s*(\S+): compile ([\d.]+) s,\s+(\d+) kernels,\s+(\d+) fused regions, cache hits (\S+)$",
-                 ["2-layers", "8-layers", "2-layer-fwd", "2-layer-fwd-no-cache"])
+                 ["2-layers", "8-layers", "8-layers-regional", "2-layer-fwd", "2-layer-fwd-no-cache"])
     (_, k2, f2, _), (_, k8, f8, _) = rows["2-layers"], rows["8-layers"]
+    _, _, fr, hr = rows["8-layers-regional"]
+    regional = _md(nb, "## 8 layers, one region per layer")
+    quotes(regional, "`8 layers in 8 regions`", "9 regions with 3 unique signatures and 6 cache hits in each direction")
+    summary = _summary(_code(nb, "--name 8-layers-regional"))
+    for kind in ("forward", "backward"):
+        assert re.search(rf"{kind} #0\b.*8 layers in 8 regions", summary), summary
+        assert re.search(rf"regions {kind} #0\b.*9 regions, 3 unique signatures, 6 cache hits", summary), summary
+    assert (fr, hr) == ("18", "12"), "the prose: 18 fused regions (9 a direction), 12 cache hits"
+    quotes(_md(nb, "What to look for"), "18 fused regions (9 a direction)", "12 cache hits")
     (_, kf, ff, hf), (_, kfn, ffn, hfn) = rows["2-layer-fwd"], rows["2-layer-fwd-no-cache"]
     assert 3.5 <= int(k8) / int(k2) <= 4.5 and 3.5 <= int(f8) / int(f2) <= 4.5, "four times the program"
     assert (kf, ff) == (kfn, ffn), "the cache changes compile time, not the kernels that run"
