@@ -38,3 +38,18 @@ def test_the_gpu_check_runs_the_full_tier():
     assert "gpu or teaching" in args[5]
     # pytest arguments the caller gives after `--` come last, so that their own -m wins
     assert dev.gpu_check_args(["--", "-m", "gpu"])[-2:] == ["-m", "gpu"]
+
+
+def test_a_gpu_check_with_skips_for_a_missing_dependency_does_not_pass():
+    """The session that found the device recipe's setup.sh broken (2026-11-27): nvFuser and the notebook stack were
+    absent and 21 workload items skipped 'nvFuser not usable'; such a run must not read as a pass."""
+    spec = importlib.util.spec_from_file_location("_gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = {"timed_out": False, "budget_s": 540.0, "returncode": 0}
+    passed = {"item": "tests/a.py::t", "status": "passed", "reason": ""}
+    absent = {"item": "tests/b.py::t", "status": "skipped", "reason": "nvFuser not usable: nvfuser_direct is not installed"}
+    two_gpus = {"item": "tests/c.py::t", "status": "skipped", "reason": "needs 2 GPUs"}
+    assert module.verdict([passed, two_gpus], run) == (True, [])
+    ok, why = module.verdict([passed, absent, two_gpus], run)
+    assert not ok and "1 item(s) skipped for a missing dependency (nvFuser not usable" in why[0]
