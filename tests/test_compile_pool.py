@@ -110,10 +110,10 @@ def test_a_failing_region_in_the_pool_is_named(monkeypatch):
 
     real = inductor_module.compile_region
 
-    def second_fails(sub, input_vals, disable_inductor_caches=False, settings=True):
+    def second_fails(sub, input_vals, disable_inductor_caches=False, settings=True, donated=()):
         if any(n.target == torch.ops.aten.exp.default for n in sub.graph.nodes):
             raise RuntimeError("no kernel for exp\nmore")
-        return real(sub, input_vals, disable_inductor_caches, settings)
+        return real(sub, input_vals, disable_inductor_caches, settings, donated)
 
     monkeypatch.setattr(inductor_module, "compile_region", second_fails)
 

@@ -206,7 +206,7 @@ def test_region_signature_lists_input_descriptors():
 def test_a_region_inductor_cannot_compile_is_named_in_the_error(monkeypatch):
     import trace_lab.executors.inductor as inductor_module
 
-    def broken(sub, input_vals, disable_inductor_caches=False, settings=True):
+    def broken(sub, input_vals, disable_inductor_caches=False, settings=True, donated=()):
         raise RuntimeError("no C++ compiler found\nmore detail")
 
     monkeypatch.setattr(inductor_module, "compile_region", broken)

@@ -208,7 +208,8 @@ def _process_wide_contexts():
     return found
 
 
-def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: bool = False, settings: bool = True):
+def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: bool = False, settings: bool = True,
+                   donated: tuple = ()):
     """Compile one region's GraphModule with Inductor; returns ``fn(*inputs) -> tuple`` of its outputs.
 
     The region is compiled through ``torch._inductor.compile_fx.compile_fx`` (AOTAutograd's
@@ -219,6 +220,12 @@ def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: boo
     the returned function calls Inductor's generated code directly (:func:`_direct_call`), which is all a
     call then costs; otherwise it calls AOTAutograd's callable as before. It compiles under
     :func:`compile_settings` (entered here unless ``settings=False``).
+
+    ``donated``: input positions the caller hands over and never reads again (``donate_inplace``): Inductor may
+    then write an output over such an input, as it does over a graph's own dying intermediates. That is its
+    ``DonatedBuffer`` reuse, which it offers for AOTAutograd backward graphs (``is_backward`` with
+    ``fw_metadata.bw_donated_idxs``); the FX graph cache does not key on those indices, so the compile carries them in
+    ``torch.compiler.config.cache_key_tag`` and a non-donating compile of the same graph never gets this code.
     """
     from torch._guards import TracingContext, tracing
     from torch._inductor.compile_fx import compile_fx, compile_fx_inner
@@ -227,15 +234,19 @@ def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: boo
     inner_calls = []
 
     def inner_compile(gm, example_inputs, *args, **kwargs):
-        graph = compile_fx_inner(gm, example_inputs, *args, **kwargs)
         ctx = TracingContext.try_get()
+        if donated and ctx is not None and getattr(ctx, "fw_metadata", None) is not None \
+                and len([n for n in gm.graph.nodes if n.op == "placeholder"]) == len(input_vals):
+            ctx.fw_metadata.bw_donated_idxs = list(donated)
+            kwargs["is_backward"] = True
+        graph = compile_fx_inner(gm, example_inputs, *args, **kwargs)
         inner_calls.append((graph, getattr(ctx, "fw_metadata", None) if ctx is not None else None,
                             kwargs.get("is_inference", False)))
         return graph
 
     # The executor is called from inside the capture's AOTAutograd compile (its fake mode and
     # tracing context are active); a region is a separate program, compiled in a clean context.
-    with unset_fake_temporarily(), tracing(None), \
+    with unset_fake_temporarily(), tracing(None), _donation_tag(donated), \
             (compile_settings(disable_inductor_caches) if settings else contextlib.nullcontext()):
         gm = copy.deepcopy(sub)
         examples = [_example(v) for v in input_vals]
@@ -256,20 +267,32 @@ def compile_region(sub: fx.GraphModule, input_vals, disable_inductor_caches: boo
     return run
 
 
+def _donation_tag(donated: tuple):
+    """A context: the FX graph cache key of a compile that may overwrite the inputs at ``donated`` carries them."""
+    if not donated:
+        return contextlib.nullcontext()
+    import torch.compiler.config as compiler_config
+
+    tag = f"{compiler_config.cache_key_tag}|trace_lab donated inputs {','.join(map(str, donated))}"
+    return compiler_config.patch(cache_key_tag=tag)
+
+
 @register("inductor")
 class InductorExecutor(Executor):
     materializes_regions = False
     compiles_library_ops = True  # a region calls its matmuls as extern kernels (fusion="layers")
 
-    def __init__(self, fusion_cache: bool = True, donate_inputs: bool = True):
+    def __init__(self, fusion_cache: bool = True, donate_inputs: bool = True, donate_inplace: bool = False):
         self.fusion_cache = bool(fusion_cache)
         self.donate_inputs = bool(donate_inputs)
+        self.donate_inplace = self.donate_inputs and bool(donate_inplace)
         self.cache = FusionCache(enabled=self.fusion_cache)
         self._measured: dict = {}  # (compiled region, donated positions) -> (workspace, fresh output bytes, layout)
 
     @classmethod
     def from_options(cls, options) -> "InductorExecutor":
-        return cls(fusion_cache=options.fusion_cache, donate_inputs=getattr(options, "donate_inputs", True))
+        return cls(fusion_cache=options.fusion_cache, donate_inputs=getattr(options, "donate_inputs", True),
+                   donate_inplace=getattr(options, "donate_inplace", False))
 
     def can_fuse(self, node: fx.Node) -> bool:
         return inductor_can_fuse(node)
@@ -290,37 +313,42 @@ class InductorExecutor(Executor):
         region_nodes = [n for n in trace.ops if n.op == "call_module"]
         donatable = {ln.node: ln.donatable for ln in trace.liveness(materialized_regions=False).lines
                      if ln.donatable} if region_nodes and self.donate_inputs else {}
-        jobs = []  # (node, region GraphModule, input values, plan, signature), in trace order
+        jobs = []  # (node, region GraphModule, input values, plan, signature, cache key, inputs it may overwrite)
         for node in region_nodes:
             sub = trace.gm.get_submodule(node.target)
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             plan = plan_record(node)
-            jobs.append((node, sub, input_vals, plan, plan.signature or region_signature(sub, input_vals)))
+            signature = plan.signature or region_signature(sub, input_vals)
+            over = donatable.get(node, ()) if self.donate_inplace else ()  # compiled to write over them: its own key
+            key = f"{signature}|in place over inputs {over}" if over else signature
+            jobs.append((node, sub, input_vals, plan, signature, key, over))
         # every distinct region the cache lacks (every region with the cache off) compiles at once (compile_pool)
         pending = {}
-        for i, (node, sub, input_vals, _plan, signature) in enumerate(jobs):
-            key = signature if self.fusion_cache else i
-            if key not in pending and signature not in self.cache:
-                pending[key] = (sub, input_vals)
+        for i, (node, sub, input_vals, _plan, _signature, key, over) in enumerate(jobs):
+            slot = key if self.fusion_cache else i
+            if slot not in pending and key not in self.cache:
+                pending[slot] = (sub, input_vals, over)
         disable_caches = not self.fusion_cache
         if pending:
             self.report_region(0, len(pending))
         with compile_settings(disable_caches):
-            fresh = compile_all(pending, lambda job: compile_region(*job, disable_inductor_caches=disable_caches),
+            fresh = compile_all(pending, lambda job: compile_region(job[0], job[1], disable_inductor_caches=disable_caches,
+                                                                    donated=job[2]),
                                 device=trace.device, releasing=kernel_waits_release,
                                 on_done=lambda done, total, _key: self.report_region(done, total))  # no "next" name: they run at once
-        for i, (node, sub, input_vals, plan, signature) in enumerate(jobs):
-            done = fresh.pop(signature if self.fusion_cache else i, None)
+        for i, (node, sub, input_vals, plan, signature, key, over) in enumerate(jobs):
+            done = fresh.pop(key if self.fusion_cache else i, None)
             try:
                 if done is not None:
                     fn, seconds = done
                     if isinstance(fn, Exception):
                         raise fn
-                    self.cache.put(signature, fn)
+                    self.cache.put(key, fn)
                     hit = False
                 else:  # a cache hit (or a region the cache let go of since: compiled now)
                     fn, hit, seconds = self.cache.get_or_compile(
-                        signature, lambda: compile_region(sub, input_vals, disable_inductor_caches=disable_caches))
+                        key, lambda: compile_region(sub, input_vals, disable_inductor_caches=disable_caches,
+                                                    donated=over))
             except Exception as e:  # noqa: BLE001 - said plainly, cause attached
                 ops = plan.ops
                 first = str(e).strip().splitlines()[0] if str(e).strip() else ""
@@ -341,7 +369,8 @@ class InductorExecutor(Executor):
             records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
                                                  name=str(node.target), signature=signature_hash(signature),
                                                  cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes,
-                                                 donated=donate)
+                                                 donated=donate,
+                                                 details={"in_place_over": list(over)} if over else {})
         if region_nodes:
             self.report_region(len(region_nodes), len(region_nodes))
         program = generate(trace, region_runner=compiled.__getitem__, materialized_regions=False, fast_views=True,
