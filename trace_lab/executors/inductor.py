@@ -29,6 +29,12 @@ are views of inputs or of each other, the bytes of each fresh storage), and the
 liveness model follows that rather than the captured aliasing (see
 :mod:`.workspace`).
 
+Donation (``donate_inputs``, on by default): a region's arguments that die on its line (the liveness model's
+``LineMemory.donatable``) are handed over in the list Inductor's generated ``call(args)`` clears (``fn.boxed``), so
+each goes at its last use inside the call; the region is measured that way (a signed workspace). With
+``donate_inplace`` the region is also compiled so that a kernel may write its output over such an input
+(:func:`compile_region`'s ``donated``).
+
 Which ops Inductor takes is decided in :data:`FUSIBLE` / :func:`inductor_can_fuse`,
 the one place that says it (see the table there).
 """

@@ -23,6 +23,14 @@ too: the function empties the boxed argument list after unpacking it, as
 Inductor's generated code does, and each input dies at its last use. A program
 that owns no input leaves its caller's list alone.
 
+A region that frees inputs inside its call (the Inductor executor's donations) is handed them in a list
+its compiled code clears, after the program drops its own names::
+
+        _d = [t3, primals_2]
+        del t3
+        (t5,) = _g_r2(_d)                     # fusion1.boxed: t3 goes at its last use inside
+        del primals_2, _d
+
 A program with ``wait_tensor`` ops calls the installed wait hook
 (:mod:`.wait_hook`) around its run and each wait; others never look at it.
 ``source`` is kept on the result (``GeneratedProgram.source``) so a traceback
