@@ -294,7 +294,7 @@ def _walk(trace, materialized_regions: bool, rounding: int | None, at_line: int 
         else:
             value_buffers[n] = bids
             produced = [n]
-        donatable = _donatable(n, bids, value_buffers, refs, pinned, buffers, last_use, order, outputs_used,
+        donatable = _donatable(n, bids, value_buffers, refs, pinned, last_use, order, outputs_used,
                                owned_nodes) if n.op == "call_module" else ()
         # values whose last read is this line, and produced values nobody reads
         for v in list(value_buffers):
@@ -319,7 +319,7 @@ def _walk(trace, materialized_regions: bool, rounding: int | None, at_line: int 
     return Liveness(lines, entry, peak, peak_index, live, rounding)
 
 
-def _donatable(n, line_slots, value_buffers, refs, pinned, buffers, last_use, order, outputs_used, owned_nodes):
+def _donatable(n, line_slots, value_buffers, refs, pinned, last_use, order, outputs_used, owned_nodes):
     """Argument positions of region ``n`` whose storage dies on its line and can go inside its call: the
     argument's last read is this line, it is the one value holding its buffer (no other live value, none
     of the region's outputs), the caller does not hold it (a program input only when handed over), it is

@@ -368,10 +368,10 @@ class InductorExecutor(Executor):
             donate = donatable.get(node, ()) if hasattr(fn, "boxed") else ()  # the direct call only
             if donate:
                 donations[node] = donate
-            key = (fn, donate)
-            if key not in self._measured:  # once per compiled region and donation (a cache hit reuses the figure)
-                self._measured[key] = measure_workspace(fn, input_vals, rounding, donate)
-            workspace, out_bytes, layout = self._measured[key]
+            measured = (fn, donate)
+            if measured not in self._measured:  # once per compiled region and donation (a cache hit reuses the figure)
+                self._measured[measured] = measure_workspace(fn, input_vals, rounding, donate)
+            workspace, out_bytes, layout = self._measured[measured]
             records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
                                                  name=str(node.target), signature=signature_hash(signature),
                                                  cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes,

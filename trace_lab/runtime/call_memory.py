@@ -64,14 +64,14 @@ def measure_workspace(fn, input_vals, rounding: int, donate: tuple = ()) -> tupl
     ``donate``: argument positions the program hands over (``fn.boxed(list)``, which the compiled code
     clears, so each goes at its last use inside the call): the measured call holds them only in that list,
     and the workspace is signed (peak above entry - outputs: below zero when inputs go before outputs)."""
-    if donate:
-        return _measure_donated(fn, input_vals, rounding, tuple(donate))
     from torch._guards import tracing
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     from .measure import measure_peak
 
     with unset_fake_temporarily(), tracing(None), torch.no_grad():
+        if donate:
+            return _measure_donated(fn, input_vals, rounding, tuple(donate))
         args = [example_tensor(v, zeros=False) for v in input_vals]
         device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
         warm = fn(*args)  # warm-up: lazy initialisation, autotuning, first-call allocations
@@ -86,50 +86,42 @@ def measure_workspace(fn, input_vals, rounding: int, donate: tuple = ()) -> tupl
 
 
 def _measure_donated(fn, input_vals, rounding: int, donate: tuple) -> tuple:
-    """:func:`measure_workspace` for a region that frees the inputs at ``donate`` inside its call. On CPU the
-    inputs are made inside the profiler session (``measure_peak_handing_over``: a free is sized only for a block
-    allocated while it profiles); on CUDA ``max_memory_allocated`` sees them anyway."""
-    from torch._guards import tracing
-    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    """:func:`measure_workspace` (inside its context) for a region that frees the inputs at ``donate`` inside its
+    call. On CPU the inputs are made inside the profiler session (``measure_peak_handing_over``: a free is sized only
+    for a block allocated while it profiles); on CUDA ``max_memory_allocated`` sees them anyway."""
+    from torch.multiprocessing.reductions import StorageWeakRef
 
     from .measure import measure_peak, measure_peak_handing_over
 
-    with unset_fake_temporarily(), tracing(None), torch.no_grad():
-        warm = fn(*[example_tensor(v, zeros=False) for v in input_vals])  # warm-up, inputs kept by no one
-        del warm
-        from torch.multiprocessing.reductions import StorageWeakRef
+    warm = fn(*[example_tensor(v, zeros=False) for v in input_vals])  # warm-up, inputs kept by no one
+    del warm
+    kept: dict[int, object] = {}  # the inputs the caller keeps (all but the donated ones)
+    owners: list = []  # (storage address, position, weak ref of a donated one) per input: the output layout
 
-        kept: dict[int, object] = {}  # the inputs the caller keeps (all but the donated ones)
-        owners: list = []  # (storage address, position, weak ref of a donated one) per input: the output layout
+    def make_args():
+        args = [example_tensor(v, zeros=False) for v in input_vals]
+        for j, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                weak = StorageWeakRef(a.untyped_storage()) if j in donate else None
+                owners.append((a.untyped_storage().data_ptr(), j, weak))
+                if j not in donate:
+                    kept[j] = a
+        return args
 
-        def make_args():
-            args = [example_tensor(v, zeros=False) for v in input_vals]
-            for j, a in enumerate(args):
-                if isinstance(a, torch.Tensor):
-                    weak = StorageWeakRef(a.untyped_storage()) if j in donate else None
-                    owners.append((a.untyped_storage().data_ptr(), j, weak))
-                    if j not in donate:
-                        kept[j] = a
-            return args
-
-        device = next((v.device for v in input_vals if isinstance(v, torch.Tensor)), torch.device("cpu"))
-        boxed = fn.boxed
-        if device.type == "cpu":
-            outs, peak, _method = measure_peak_handing_over(boxed, make_args, device)
-        else:
-            outs, peak, _method = measure_peak(boxed, make_args(), device, collect=False)
-        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-        # a donated input freed inside the call owns nothing now: an output at its address is a fresh block
-        owners = [(ptr, j) for ptr, j, weak in owners if weak is None or not weak.expired()]
-        layout = _layout_against(outs, owners)
-        if peak is None:
-            return None, None, layout
-        out_bytes = _fresh_bytes_against(outs, {ptr for ptr, _ in owners}, rounding)
-        signed = int(peak) - out_bytes
-        if rounding > 1 and signed > 0:
-            signed = (signed + rounding - 1) // rounding * rounding
-        del kept
-        return signed, out_bytes, layout
+    device = next((v.device for v in input_vals if isinstance(v, torch.Tensor)), torch.device("cpu"))
+    if device.type == "cpu":
+        outs, peak, _method = measure_peak_handing_over(fn.boxed, make_args, device)
+    else:
+        outs, peak, _method = measure_peak(fn.boxed, make_args(), device, collect=False)
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    # a donated input freed inside the call owns nothing now: an output at its address is a fresh block
+    live_owners = [(ptr, j) for ptr, j, weak in owners if weak is None or not weak.expired()]
+    layout = _layout_against(outs, live_owners)
+    if peak is None:
+        return None, None, layout
+    out_bytes = _fresh_bytes_against(outs, {ptr for ptr, _ in live_owners}, rounding)
+    signed = int(peak) - out_bytes  # below zero when donated inputs go before the outputs are made
+    return (workspace_bytes(signed, 0, rounding) if signed > 0 else signed), out_bytes, layout
 
 
 def _layout_against(outputs, owners) -> tuple[list, list]:

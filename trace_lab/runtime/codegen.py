@@ -230,17 +230,16 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
             callee = None
         args = [em.arg(a) for a in n.args]
         args += [f"{k}={em.arg(v)}" for k, v in n.kwargs.items()]
-        handed = _handed_over(n, (donations or {}).get(n, ()), dead, skip) if n.op == "call_module" else []
-        if handed and hasattr(fn, "boxed"):  # the region frees these inside its call
+        handed = _handed_over(n, (donations or {}).get(n, ()), dead, skip) \
+            if n.op == "call_module" and hasattr(fn, "boxed") else []
+        if handed:  # the region frees these inside its call
             lines.append(f"_d = [{', '.join(args)}]")
             lines.append(f"del {', '.join(em.local(a) for a in handed)}")
             call = f"{em.bind(fn.boxed, 'r')}(_d)"
+        elif callee is None:
+            call = f"{args[0]}.{n.target}({', '.join(args[1:])})"
         else:
-            handed = []
-            if callee is None:
-                call = f"{args[0]}.{n.target}({', '.join(args[1:])})"
-            else:
-                call = f"{callee}({', '.join(args)})"
+            call = f"{callee}({', '.join(args)})"
         if mode == "fast" and n in plans:
             call = _folded_view(em, plans[n])
         val = n.meta.get("val")
