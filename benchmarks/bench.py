@@ -11,8 +11,10 @@ repeated runs, each configuration run in its own process.
 
 Configurations (``--configs``): ``eager``, ``torch.compile``, ``reduce-overhead``
 (``torch.compile(mode="reduce-overhead")``, CUDA only), ``thunder``, ``default`` (``trace_lab.jit(fn)``
-with no options) and ``STRATEGY-EXECUTOR[-graphs][-nocache]`` for trace_lab, e.g. ``dataflow-nvfuser``,
-``memory-inductor``, ``dataflow-inductor-graphs`` (``cuda_graphs=True``). Configurations that need CUDA
+with no options) and ``STRATEGY-EXECUTOR[-SUFFIX...]`` for trace_lab, e.g. ``dataflow-nvfuser``,
+``memory-inductor``, ``dataflow-inductor-graphs`` (``cuda_graphs=True``); suffixes ``graphs``, ``nocache``
+(``fusion_cache=False``), ``inplace`` / ``noinplace`` (``donate_inplace``), ``nodonate`` (``donate_inputs=False``).
+Configurations that need CUDA
 are skipped with the reason on a machine without it.
 
 Every configuration runs ``--repeat`` times (default 3), each run a fresh process (cold caches: Inductor's
@@ -69,6 +71,10 @@ DEFAULT_CONFIGS = {
 # Adam's horizontal region is capped: uncapped, the 200 parameters' 7,000 ops form one region
 # whose nvFuser compile ran past 70 s; 350 ops = 10 parameters per region, one signature.
 ADAM_HORIZONTAL = {"max_region_ops": 350}
+# configuration-name suffixes -> (option, value)
+SUFFIXES = {"graphs": ("cuda_graphs", True), "nocache": ("cache", False),
+            "inplace": ("donate_inplace", True), "noinplace": ("donate_inplace", False),
+            "nodonate": ("donate_inputs", False)}
 
 
 # ------------------------------------------------------------------------------------------
@@ -82,12 +88,13 @@ def parse_config(name: str) -> dict:
         return {"name": name, "system": "trace_lab", "strategy": None, "executor": None}
     parts = name.split("-")
     if len(parts) < 2 or parts[0] not in STRATEGY_NAMES or parts[1] not in EXECUTORS \
-            or not set(parts[2:]) <= {"graphs", "nocache"}:
+            or not set(parts[2:]) <= set(SUFFIXES):
         raise ValueError(f"unknown configuration {name!r}: use one of {', '.join(PEERS)}, default, or "
-                         f"STRATEGY-EXECUTOR[-graphs][-nocache] (strategies {', '.join(STRATEGY_NAMES)}; "
-                         f"executors {', '.join(EXECUTORS)})")
+                         f"STRATEGY-EXECUTOR[-SUFFIX...] (strategies {', '.join(STRATEGY_NAMES)}; "
+                         f"executors {', '.join(EXECUTORS)}; suffixes {', '.join(SUFFIXES)})")
+    extra = {SUFFIXES[p][0]: SUFFIXES[p][1] for p in parts[2:] if SUFFIXES[p][0] not in ("cuda_graphs", "cache")}
     return {"name": name, "system": "trace_lab", "strategy": parts[0], "executor": parts[1],
-            "cuda_graphs": "graphs" in parts[2:], "cache": "nocache" not in parts[2:]}
+            "cuda_graphs": "graphs" in parts[2:], "cache": "nocache" not in parts[2:], **({"extra": extra} if extra else {})}
 
 
 def needs_cuda(cfg: dict) -> str | None:
@@ -123,8 +130,11 @@ def label(name: str) -> str:
         return name
     if cfg["strategy"] is None:
         return "trace_lab default options"
+    extra = cfg.get("extra") or {}
     return (f"trace_lab {cfg['strategy']} + {cfg['executor']}" + (" cuda_graphs" if cfg["cuda_graphs"] else "")
-            + ("" if cfg["cache"] else " cache off"))
+            + ("" if cfg["cache"] else " cache off") + (" in-place donation" if extra.get("donate_inplace") else "")
+            + (" in-place donation off" if extra.get("donate_inplace") is False else "")
+            + (" donation off" if extra.get("donate_inputs") is False else ""))
 
 
 # ------------------------------------------------------------------------------------------
