@@ -48,14 +48,18 @@ def test_inductor_memory_strategy_on_more_workloads(name, executors):
         assert_peak_matches(check_part(part, "memory", executor))
 
 
+@pytest.mark.parametrize("in_place", [False, True], ids=["copying", "in-place"])
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_inspect_memory_peak_under_inductor(strategy):
+def test_inspect_memory_peak_under_inductor(strategy, in_place):
     fn, args = workloads.get("memory_peak").make("cpu", "small")
-    report = trace_lab.inspect(fn, *args, fusion=strategy, executor="inductor", runs=0)
+    report = trace_lab.inspect(fn, *args, fusion=strategy, executor="inductor", runs=0, donate_inplace=in_place)
     assert report.ok, report.comparison
     (m,) = report.memory
-    # worked out by hand in test_fusion_passes: 3 buffers of 256 KiB, or 20 for horizontal
-    assert m["predicted_peak_above_inputs_bytes"] == (5 * MIB if strategy == "horizontal" else 3 * MIB // 4)
+    # worked out by hand in test_fusion_passes: 3 buffers of 256 KiB, or 20 for horizontal (its second region
+    # writes ten relus while their ten matmul inputs are alive). In place, that region writes each relu over its
+    # dying input, so horizontal's peak is the matmul chain's: ten values live + one result = 11 buffers.
+    horizontal = 11 * MIB // 4 if in_place else 5 * MIB
+    assert m["predicted_peak_above_inputs_bytes"] == (horizontal if strategy == "horizontal" else 3 * MIB // 4)
     assert 0 <= m["measured_peak_above_inputs_bytes"] - m["predicted_peak_above_inputs_bytes"] <= 64
     rows = dict(report.summary_rows())
     if strategy == "none":
@@ -72,11 +76,14 @@ def test_llama_layers_share_compiled_regions():
         assert 0 <= m["measured_peak_above_inputs_bytes"] - m["predicted_peak_above_inputs_bytes"] <= 64, m
     for kind in ("forward", "backward"):
         regions = report.programs[0][kind]["regions"]
-        signatures = {r["signature"] for r in regions}
+        # a compile is one signature and the inputs it writes over (in-place donation: a region of the caller's
+        # inputs runs the plain compile, its twins over dying values the in-place one)
+        keys = {(r["signature"], tuple(r.get("in_place_over", ()))) for r in regions}
         hits = [r for r in regions if r["cache_hit"]]
         # two identical decoder layers: layer 1's regions reuse layer 0's compiled code
-        assert len(signatures) < len(regions), kind
-        assert len(hits) == len(regions) - len(signatures), kind
+        assert len(keys) < len(regions), kind
+        assert len(hits) == len(regions) - len(keys), kind
+        assert len(keys) <= 2 * len({r["signature"] for r in regions}), kind
         assert all(r["compile_seconds"] == 0.0 for r in hits)
         first = {}
         for r in regions:
@@ -107,12 +114,22 @@ def test_fusion_cache_off_compiles_every_region_with_inductor_caches_off(monkeyp
     args = [torch.randn(8, 8, generator=g) for _ in range(3)]
     expected = two_paths(*args)
 
-    cached = trace_lab.jit(two_paths, fusion="dataflow", executor="inductor")
+    cached = trace_lab.jit(two_paths, fusion="dataflow", executor="inductor", donate_inplace=False)
     torch.testing.assert_close(cached(*args), expected)
     regions = list(cached.programs[0].forward.compiled.regions.values())
     assert len(regions) == 4 and len({r.signature for r in regions}) == 1  # relu on f32[8, 8], 4 times
     assert [r.cache_hit for r in regions] == [False, True, True, True]
     assert len(seen) == 1
+
+    # in place (the default): the relus of the caller's inputs and those of the dying matmul results (written
+    # over them) are two compiles of the one signature
+    seen.clear()
+    in_place = trace_lab.jit(two_paths, fusion="dataflow", executor="inductor")
+    torch.testing.assert_close(in_place(*args), expected)
+    regions = list(in_place.programs[0].forward.compiled.regions.values())
+    assert [r.details.get("in_place_over", []) for r in regions] == [[], [0], [], [0]]
+    assert [r.cache_hit for r in regions] == [False, False, True, True]
+    assert len(seen) == 2
 
     seen.clear()
     uncached = trace_lab.jit(two_paths, fusion="dataflow", executor="inductor", fusion_cache=False)

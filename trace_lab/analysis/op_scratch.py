@@ -55,6 +55,10 @@ SCRATCH_OPS: dict[str, tuple] = {
                                           aten._linalg_slogdet, aten.linalg_solve_ex, aten._linalg_solve_ex,
                                           aten.linalg_inv_ex, aten.triangular_solve, aten.linalg_householder_product,
                                           aten.linalg_matrix_exp),
+    # CPU flash attention: per-thread accumulation buffers (its backward took 5.4 KiB above its outputs for
+    # transformer_encoder, found when in-place donation moved that program's peak onto the line, 2026-11-27)
+    "attention (CPU flash kernels)": (aten._scaled_dot_product_flash_attention_for_cpu,
+                                      aten._scaled_dot_product_flash_attention_for_cpu_backward),
     # kernels written as several aten calls, whose intermediates live only inside the call
     "composite kernels (temporaries)": (aten.isinf,),
 }

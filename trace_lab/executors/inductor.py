@@ -288,7 +288,7 @@ class InductorExecutor(Executor):
     materializes_regions = False
     compiles_library_ops = True  # a region calls its matmuls as extern kernels (fusion="layers")
 
-    def __init__(self, fusion_cache: bool = True, donate_inputs: bool = True, donate_inplace: bool = False):
+    def __init__(self, fusion_cache: bool = True, donate_inputs: bool = True, donate_inplace: bool = True):
         self.fusion_cache = bool(fusion_cache)
         self.donate_inputs = bool(donate_inputs)
         self.donate_inplace = self.donate_inputs and bool(donate_inplace)
@@ -298,7 +298,7 @@ class InductorExecutor(Executor):
     @classmethod
     def from_options(cls, options) -> "InductorExecutor":
         return cls(fusion_cache=options.fusion_cache, donate_inputs=getattr(options, "donate_inputs", True),
-                   donate_inplace=getattr(options, "donate_inplace", False))
+                   donate_inplace=getattr(options, "donate_inplace", True))
 
     def can_fuse(self, node: fx.Node) -> bool:
         return inductor_can_fuse(node)
@@ -324,10 +324,12 @@ class InductorExecutor(Executor):
             sub = trace.gm.get_submodule(node.target)
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             plan = plan_record(node)
-            signature = plan.signature or region_signature(sub, input_vals)
-            over = donatable.get(node, ()) if self.donate_inplace else ()  # compiled to write over them: its own key
-            key = f"{signature}|in place over inputs {over}" if over else signature
-            jobs.append((node, sub, input_vals, plan, signature, key, over))
+            jobs.append((node, sub, input_vals, plan, plan.signature or region_signature(sub, input_vals)))
+        overs = _inplace_positions(jobs, donatable, one_per_signature=trace.info.get("fusion") == "layers") \
+            if self.donate_inplace else {}
+        jobs = [(node, sub, input_vals, plan, signature,
+                 f"{signature}|in place over inputs {overs[node]}" if overs.get(node) else signature,
+                 overs.get(node, ())) for node, sub, input_vals, plan, signature in jobs]
         # every distinct region the cache lacks (every region with the cache off) compiles at once (compile_pool)
         pending = {}
         for i, (node, sub, input_vals, _plan, _signature, key, over) in enumerate(jobs):
@@ -399,6 +401,22 @@ class InductorExecutor(Executor):
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
                                source=program.source, regions=records, notes=notes, generated=program,
                                region_code=codes)
+
+
+def _inplace_positions(jobs, donatable: dict, one_per_signature: bool = False) -> dict:
+    """Region -> the input positions its kernels may write over (``donate_inplace``). Regions of one signature
+    share the positions all of them donate, so identical regions (a model's repeated layers) still compile
+    once. A region that donates nothing (its inputs are the caller's) runs the plain compile and is left out
+    of that intersection - at most two compiles per signature - except with ``one_per_signature``
+    (``fusion="layers"``, regional compilation: each layer compiles once, whatever the first one donates).
+    Compiled to write over inputs, a region has its own cache key."""
+    common: dict = {}
+    for node, *_rest, signature in jobs:
+        mine = set(donatable.get(node, ()))
+        if mine or one_per_signature:
+            common[signature] = mine if signature not in common else common[signature] & mine
+    return {node: tuple(sorted(common[signature])) for node, *_rest, signature in jobs
+            if donatable.get(node) and common.get(signature)}
 
 
 def _code_reader(fn):
