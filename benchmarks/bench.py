@@ -820,7 +820,8 @@ def targets(groups: list[dict]) -> list[dict]:
     llama_layers = sorted({g["layers"] for g in groups if g["bench"] == "llama" and g["layers"]})
     if llama_layers:
         L = llama_layers[-1]
-        rows = [g for g in tl if g["bench"] == "llama" and g["layers"] == L]
+        # ablation rows (an option set off or on by a suffix: inplace, nodonate, ...) are shown, not targets
+        rows = [g for g in tl if g["bench"] == "llama" and g["layers"] == L and not parse_config(g["config"]).get("extra")]
         tc, ro, eager = (_group(groups, "llama", L, c) for c in ("torch.compile", "reduce-overhead", "eager"))
         plain = [g for g in rows if not parse_config(g["config"]).get("cuda_graphs")]
         for ex, lim in (("inductor", 1.1), ("nvfuser", 1.2)):

@@ -6,6 +6,8 @@ file that happened to name ``dataflow-nvfuser``."""
 from __future__ import annotations
 
 import sys
+
+import pytest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -36,3 +38,15 @@ def test_default_options_count_as_the_strategy_and_executor_they_ran():
     found = _targets([_row("eager", 11.6), _row("torch.compile", 4.2), _row("default", 7.8, inductor_default)])
     assert "Adam.step, best nvfuser strategy: <= 1.0x torch.compile" not in found
     assert bench.as_run({"config": "default", "stats": inductor_default})["executor"] == "inductor"
+
+
+def test_configuration_suffixes_set_the_options_they_name():
+    cfg = bench.parse_config("memory-inductor-inplace")
+    assert (cfg["strategy"], cfg["executor"], cfg["extra"]) == ("memory", "inductor", {"donate_inplace": True})
+    cfg = bench.parse_config("layers-inductor-graphs-noinplace")
+    assert cfg["cuda_graphs"] and cfg["extra"] == {"donate_inplace": False}
+    assert "extra" not in bench.parse_config("dataflow-nvfuser-nocache")
+    assert bench.parse_config("dataflow-inductor-nodonate")["extra"] == {"donate_inputs": False}
+    assert bench.label("memory-inductor-noinplace") == "trace_lab memory + inductor in-place donation off"
+    with pytest.raises(ValueError, match="suffixes graphs, nocache, inplace"):
+        bench.parse_config("memory-inductor-fast")
