@@ -214,6 +214,26 @@ def test_run_distributed_reports_a_failing_rank():
         tld.run_distributed(_fails, nproc=2, device="cpu", timeout_s=60)
 
 
+def _aborts_once(marker):
+    """Rank 1 aborts (SIGABRT, as a gloo rank's heap check once did) the first time only."""
+    import os
+    import pathlib
+
+    if tld.current().rank == 1 and not pathlib.Path(marker).exists():
+        pathlib.Path(marker).write_text("aborted once")
+        os.abort()
+    return tld.current().rank
+
+
+def test_a_rank_killed_by_a_signal_runs_the_launch_again_once_and_says_so(tmp_path):
+    run = tld.run_distributed(_aborts_once, nproc=2, args=(str(tmp_path / "a"),), device="cpu", timeout_s=60)
+    assert run.values == [0, 1]
+    assert len(run.notes) == 1 and "rank 1 died (exit code -6: SIGABRT) without reporting on attempt 1" in run.notes[0]
+    with pytest.raises(trace_lab.TraceLabError, match=r"rank 1 died \(exit code -6: SIGABRT\) without reporting$"):
+        tld.run_distributed(_aborts_once, nproc=2, args=(str(tmp_path / "b"),), device="cpu", timeout_s=60,
+                            retry_crashed=0)
+
+
 def test_fsdp_needs_a_process_group_to_shard():
     with pytest.raises(trace_lab.TraceLabError, match="init_process_group"):
         tld.shard_module(torch.nn.Linear(2, 2))

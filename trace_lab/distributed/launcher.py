@@ -11,7 +11,11 @@ GPU per rank, rendezvous over TCP on a free port of 127.0.0.1 only), runs the
 target and sends back, per rank, a :class:`RankResult`: the target's return
 value, its Report as plain data (``Report.to_dict()``: its view model holds the timeline),
 its timings and any error with its traceback. A failing rank fails the whole
-run with that traceback (:class:`~trace_lab.errors.TraceLabError`).
+run with that traceback (:class:`~trace_lab.errors.TraceLabError`). A rank that dies from a
+signal before reporting (a gloo rank of notebook 05 aborted with "malloc(): unaligned tcache
+chunk detected", twice on 2026-11-27 among some twenty runs, inside torch, not in the cell's code)
+is not the target's error: the launch runs again once (``retry_crashed``) and
+``DistributedRun.notes`` says so (the ``--nproc`` cell's summary row "processes" too).
 
 The target is either a callable ``target(*args, **kwargs)`` or Python source
 that is ``exec``-ed in a copy of ``namespace``; inside a worker,
@@ -60,6 +64,7 @@ class DistributedRun:
     backend: str
     device: str
     results: list[RankResult]
+    notes: list = field(default_factory=list)  # e.g. a launch run again after a rank died from a signal
 
     @property
     def report(self) -> dict | None:
@@ -184,7 +189,7 @@ def _auto_start_method(device: str, payload, available) -> str:
 
 def run_distributed(target, nproc: int = 2, *, args: tuple = (), kwargs: dict | None = None,
                     namespace: dict | None = None, backend: str = "auto", device: str = "auto",
-                    timeout_s: float = 600.0, start_method: str = "auto") -> DistributedRun:
+                    timeout_s: float = 600.0, start_method: str = "auto", retry_crashed: int = 1) -> DistributedRun:
     """Run ``target`` (callable or source) on ``nproc`` ranks; see the module docstring."""
     import torch.multiprocessing as mp
 
@@ -198,6 +203,24 @@ def run_distributed(target, nproc: int = 2, *, args: tuple = (), kwargs: dict | 
     if start_method == "forkserver":
         mp.set_forkserver_preload(["torch", "trace_lab.distributed.launcher"])
     ctx = mp.get_context(start_method)
+    notes = []
+    for attempt in range(1 + max(0, int(retry_crashed))):
+        try:
+            results = _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, timeout_s)
+            break
+        except _RankCrashed as e:  # a signal, not the target's error: nothing was reported, nothing written back
+            if attempt >= retry_crashed:
+                raise TraceLabError(f"{e}" + (f"; {notes[-1]}" if notes else "")) from None
+            notes.append(f"{e} on attempt {attempt + 1}; the launch ran again")
+    return DistributedRun(nproc, backend, device, [results[i] for i in range(nproc)], notes)
+
+
+class _RankCrashed(TraceLabError):
+    """A rank's process ended from a signal (SIGABRT, SIGSEGV) before reporting."""
+
+
+def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, timeout_s) -> dict:
+    """Start ``nproc`` ranks, wait for each one's result -> {rank: RankResult}; raises on a rank's error."""
     queue = ctx.SimpleQueue()
     port = free_port()
     threads = max(1, (os.cpu_count() or 1) // nproc) if device == "cpu" else 0
@@ -224,8 +247,9 @@ def run_distributed(target, nproc: int = 2, *, args: tuple = (), kwargs: dict | 
                 continue
             dead = [i for i, p in enumerate(procs) if p.exitcode not in (None, 0) and i not in results]
             if dead:
-                raise TraceLabError(f"run_distributed: rank {dead[0]} died (exit code {procs[dead[0]].exitcode}) "
-                                    "without reporting")
+                code = procs[dead[0]].exitcode
+                why = f"run_distributed: rank {dead[0]} died (exit code {code}{_signal_name(code)}) without reporting"
+                raise (_RankCrashed if code < 0 else TraceLabError)(why)
             time.sleep(0.02)
     finally:
         for p in procs:
@@ -237,4 +261,13 @@ def run_distributed(target, nproc: int = 2, *, args: tuple = (), kwargs: dict | 
     if errors:
         first = errors[0]
         raise TraceLabError(f"run_distributed: rank {first.rank} failed:\n{first.error}")
-    return DistributedRun(nproc, backend, device, [results[i] for i in range(nproc)])
+    return results
+
+
+def _signal_name(code: int) -> str:
+    import signal
+
+    try:
+        return f": {signal.Signals(-code).name}" if code < 0 else ""
+    except ValueError:
+        return ""

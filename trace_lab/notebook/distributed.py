@@ -195,6 +195,9 @@ def run_cell_distributed(fn, args, options: RunOptions, label: str, progress=Non
         head = f"rank {rank} of {nproc} failed: {_headline(tb)}" if tb else text
         raise DistributedCellError(f"{head}\nNothing was written back.\n{tb}".rstrip()) from None
     say("collecting the ranks' results")
+    for note in run.notes:
+        say(note)
     return DistributedReport.from_ranks(run.values, {"nproc": nproc, "backend": run.backend, "device": run.device,
-                                                     "fsdp": options.fsdp, "sort_waits": options.sort_waits})
+                                                     "fsdp": options.fsdp, "sort_waits": options.sort_waits,
+                                                     "notes": list(run.notes)})
 

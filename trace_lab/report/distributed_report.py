@@ -56,8 +56,9 @@ class DistributedReport(Report):
         how = (f"parameters of every nn.Module input sharded {la['fsdp'].upper().replace('ZERO', 'ZeRO-')} across "
                f"the {la['nproc']} ranks" if la.get("fsdp") else
                "replicated: no sharding and no gradient averaging (unless the cell calls torch.distributed)")
+        notes = "".join(f"; {n}" for n in la.get("notes") or ())
         return (f"{la.get('nproc')} processes ({la.get('backend')} on {la.get('device')}); every rank ran the whole "
-                f"cell on the same inputs, {how}; the programs shown are rank 0's")
+                f"cell on the same inputs, {how}; the programs shown are rank 0's{notes}")
 
     def summary_rows(self) -> list[tuple[str, str]]:
         rows = [("processes", self.launch_note()), ("notebook", NOT_WRITTEN_BACK)]
