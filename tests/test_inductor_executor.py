@@ -60,6 +60,9 @@ def test_inspect_memory_peak_under_inductor(strategy, in_place):
     # dying input, so horizontal's peak is the matmul chain's: ten values live + one result = 11 buffers.
     horizontal = 11 * MIB // 4 if in_place else 5 * MIB
     assert m["predicted_peak_above_inputs_bytes"] == (horizontal if strategy == "horizontal" else 3 * MIB // 4)
+    if strategy == "horizontal":  # the second region's printed line says which outputs went over which inputs
+        line = next(ln for ln in str(report.traces("inference")[-1]).splitlines() if "= fusion1(" in ln)
+        assert line.count(" over ") == (10 if in_place else 0) and ("in place: " in line) == in_place, line
     assert 0 <= m["measured_peak_above_inputs_bytes"] - m["predicted_peak_above_inputs_bytes"] <= 64
     rows = dict(report.summary_rows())
     if strategy == "none":

@@ -86,6 +86,7 @@ class LineMemory:
     workspace: int = 0  # transient bytes inside a region's call (compiled workspace, or inner peak op by op)
     bound: str = ""  # the line's figure is a bound, and why (op scratch not measured, or value-dependent)
     donatable: tuple = ()  # a region's argument positions whose storage dies on this line (see _donatable)
+    written_over: tuple = ()  # "out over arg" per output a compiled region wrote over a dying argument (in place)
 
 
 @dataclass
@@ -311,12 +312,32 @@ def _walk(trace, materialized_regions: bool, rounding: int | None, at_line: int 
         live -= freed
         lines.append(LineMemory(n, name_of(n) if not multi else ", ".join(name_of(p) for p in produced),
                                 allocated, freed, live, high_water, dead_names, dead_nodes, workspace,
-                                bound_note(n, scratch) if n.op == "call_function" else "", donatable))
+                                bound_note(n, scratch) if n.op == "call_function" else "", donatable,
+                                _written_over(n, buf.record(n), name_of) if n.op == "call_module" else ()))
         if high_water > peak:
             peak, peak_index = high_water, len(lines) - 1
     if at_line is not None:
         raise IndexError(f"line {at_line} is past the program's {len(lines)} lines")
     return Liveness(lines, entry, peak, peak_index, live, rounding)
+
+
+def _written_over(n, record, name_of) -> tuple:
+    """``"t6 over t3"`` for each output of region ``n`` that its compiled code writes over a donated argument
+    (``donate_inplace``: the record's ``in_place_over`` positions, and an output laid out in that argument's
+    storage); a view of an argument is not one."""
+    over = set((record.details or {}).get("in_place_over", ())) if record is not None else set()
+    if not over or not record.aliases:
+        return ()
+    if isinstance(n.meta.get("val"), (list, tuple)):
+        by_index = {u.args[1]: u for u in n.users if is_getitem(u)}
+    else:
+        by_index = {0: n}
+    found = []
+    for k, alias in enumerate(record.aliases):
+        if alias and alias[0] == "input" and alias[1] in over and k in by_index \
+                and isinstance(n.args[alias[1]], fx.Node):
+            found.append(f"{name_of(by_index[k])} over {name_of(n.args[alias[1]])}")
+    return tuple(found)
 
 
 def _donatable(n, line_slots, value_buffers, refs, pinned, last_use, order, outputs_used, owned_nodes):

@@ -264,6 +264,8 @@ def trace_lines(trace, annotate: bool = True) -> list[Line]:
             change = " ".join(x for x in (f"+{format_bytes(ln.allocated)}" if ln.allocated else "",
                                           f"-{format_bytes(ln.freed)}" if ln.freed else "",
                                           _inside(ln.workspace)) if x) or "+0"
+            if ln.written_over:  # outputs written in place over dying arguments: they allocate nothing
+                change += f"; in place: {', '.join(ln.written_over)}"
             rec.peak = live.peak_line is ln
             mark = f"  <- peak {format_bytes(ln.high_water - live.entry_bytes)} above inputs" if rec.peak else ""
             if ln.bound:  # an op whose scratch was not measured (lower bound) or depends on values (upper)
