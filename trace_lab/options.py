@@ -96,7 +96,8 @@ SCHEMA: tuple[Option, ...] = (
            help="Inductor regions free the inputs that die in them inside their call, each at its last use in "
                 "Inductor's code (as torch.compile's one program frees its intermediates); off: such inputs are "
                 "freed after the region returns, which can raise the peak."),
-    Option("donate_inplace", bool, True, stage="executor", surfaces=_COMPILE, word="in-place donation",
+    Option("donate_inplace", bool, True, stage="executor", surfaces=_COMPILE | {"widget"}, label="write in place",
+           word="in-place donation",
            help="with donate_inputs: Inductor may also write a region's output over an input that dies in it "
                 "(its DonatedBuffer reuse), as torch.compile does with a graph's own intermediates; a signature whose "
                 "regions donate different inputs compiles for the ones all of them donate (and once more, plainly, "
