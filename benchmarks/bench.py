@@ -13,7 +13,8 @@ Configurations (``--configs``): ``eager``, ``torch.compile``, ``reduce-overhead`
 (``torch.compile(mode="reduce-overhead")``, CUDA only), ``thunder``, ``default`` (``trace_lab.jit(fn)``
 with no options) and ``STRATEGY-EXECUTOR[-SUFFIX...]`` for trace_lab, e.g. ``dataflow-nvfuser``,
 ``memory-inductor``, ``dataflow-inductor-graphs`` (``cuda_graphs=True``); suffixes ``graphs``, ``nocache``
-(``fusion_cache=False``), ``inplace`` / ``noinplace`` (``donate_inplace``), ``nodonate`` (``donate_inputs=False``).
+(``fusion_cache=False``), ``inplace`` / ``noinplace`` (``donate_inplace``), ``nodonate`` (``donate_inputs=False``),
+``capN`` (``max_region_ops=N``, e.g. ``horizontal-nvfuser-cap70``).
 Configurations that need CUDA
 are skipped with the reason on a machine without it.
 
@@ -87,12 +88,16 @@ def parse_config(name: str) -> dict:
     if name == "default":
         return {"name": name, "system": "trace_lab", "strategy": None, "executor": None}
     parts = name.split("-")
+    caps = [p for p in parts[2:] if p.startswith("cap") and p[3:].isdigit() and int(p[3:]) > 0]
     if len(parts) < 2 or parts[0] not in STRATEGY_NAMES or parts[1] not in EXECUTORS \
-            or not set(parts[2:]) <= set(SUFFIXES):
+            or not set(parts[2:]) - set(caps) <= set(SUFFIXES) or len(caps) > 1:
         raise ValueError(f"unknown configuration {name!r}: use one of {', '.join(PEERS)}, default, or "
                          f"STRATEGY-EXECUTOR[-SUFFIX...] (strategies {', '.join(STRATEGY_NAMES)}; "
-                         f"executors {', '.join(EXECUTORS)}; suffixes {', '.join(SUFFIXES)})")
-    extra = {SUFFIXES[p][0]: SUFFIXES[p][1] for p in parts[2:] if SUFFIXES[p][0] not in ("cuda_graphs", "cache")}
+                         f"executors {', '.join(EXECUTORS)}; suffixes {', '.join(SUFFIXES)}, capN)")
+    extra = {SUFFIXES[p][0]: SUFFIXES[p][1] for p in parts[2:]
+             if p in SUFFIXES and SUFFIXES[p][0] not in ("cuda_graphs", "cache")}
+    if caps:  # capN: max_region_ops=N (a horizontal region of at most N ops)
+        extra["max_region_ops"] = int(caps[0][3:])
     return {"name": name, "system": "trace_lab", "strategy": parts[0], "executor": parts[1],
             "cuda_graphs": "graphs" in parts[2:], "cache": "nocache" not in parts[2:], **({"extra": extra} if extra else {})}
 
@@ -134,6 +139,7 @@ def label(name: str) -> str:
     return (f"trace_lab {cfg['strategy']} + {cfg['executor']}" + (" cuda_graphs" if cfg["cuda_graphs"] else "")
             + ("" if cfg["cache"] else " cache off") + (" in-place donation" if extra.get("donate_inplace") else "")
             + (" in-place donation off" if extra.get("donate_inplace") is False else "")
+            + (f" max_region_ops={extra['max_region_ops']}" if "max_region_ops" in extra else "")
             + (" donation off" if extra.get("donate_inputs") is False else ""))
 
 

@@ -50,3 +50,11 @@ def test_configuration_suffixes_set_the_options_they_name():
     assert bench.label("memory-inductor-noinplace") == "trace_lab memory + inductor in-place donation off"
     with pytest.raises(ValueError, match="suffixes graphs, nocache, inplace"):
         bench.parse_config("memory-inductor-fast")
+
+
+def test_a_cap_suffix_sets_max_region_ops():
+    cfg = bench.parse_config("horizontal-nvfuser-cap70")
+    assert cfg["extra"] == {"max_region_ops": 70} and bench.label(cfg["name"]).endswith("max_region_ops=70")
+    for bad in ("horizontal-nvfuser-cap0", "horizontal-nvfuser-capx", "horizontal-nvfuser-cap7-cap8"):
+        with pytest.raises(ValueError, match="capN"):
+            bench.parse_config(bad)
