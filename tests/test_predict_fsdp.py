@@ -253,6 +253,7 @@ from tests.notebook.test_magic_peers_meta import ip  # noqa: E402,F401 - the IPy
 def test_magic_meta_with_fsdp_predicts_each_rank_without_starting_one(ip):
     model, x = _make(), _batch(0)
     ip.user_ns.update(fmodel=model, fx=x)
+    ip.user_ns.pop("loss", None)  # the shell is shared: another test's cell may have bound it
     shown = []
     ip.display_pub.publish = lambda data, *a, **k: shown.append(data)
     try:
