@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 
 def _reason(report) -> str:
     """The one line that says why: the crash message of a failure, the reason of a skip."""
@@ -37,6 +39,19 @@ def pytest_collectreport(report):
     if report.failed:
         _write({"nodeid": report.nodeid, "when": "collect", "outcome": "failed", "seconds": 0.0,
                 "reason": _reason(report)})
+
+
+def pytest_collection_finish(session):
+    """How many items this run selected (without xdist; with it the controller collects nothing itself)."""
+    if session.items:
+        _write({"collected": len(session.items)})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """How many items the run selected, as an xdist worker collected them (each worker collects them all): the
+    check can then tell a run its budget stopped before every item finished from one whose shutdown ran over."""
+    _write({"collected": len(ids)})
 
 
 def pytest_runtest_logreport(report):

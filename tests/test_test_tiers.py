@@ -3,6 +3,7 @@ and the GPU check, which runs it, selects it."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
 from pathlib import Path
@@ -53,3 +54,31 @@ def test_a_gpu_check_with_skips_for_a_missing_dependency_does_not_pass():
     assert module.verdict([passed, two_gpus], run) == (True, [])
     ok, why = module.verdict([passed, absent, two_gpus], run)
     assert not ok and "1 item(s) skipped for a missing dependency (nvFuser not usable" in why[0]
+
+
+def test_a_run_whose_shutdown_ran_past_the_budget_after_every_item_finished_passes(tmp_path):
+    """The recheck at 3676c00 (2026-11-27): all 3 selected items passed, yet the verdict said the budget stopped the
+    run, because pytest's own shutdown ran over. The plugin records how many items were selected, under xdist too."""
+    import subprocess
+    import sys
+
+    spec = importlib.util.spec_from_file_location("_gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (tmp_path / "test_two.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n")
+    log = tmp_path / "log.jsonl"
+    env = dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(log), PYTHONPATH=str(ROOT / "benchmarks"))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "_gpu_check_plugin", "-p", "no:cacheprovider",
+                           "-n", "2", "-k", "not test_c", str(tmp_path / "test_two.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert module.collected_count(log) == 2  # -k deselected one of the three
+    items = module.collect(log)
+    assert [i["status"] for i in items] == ["passed", "passed"] and all(i["finished"] for i in items)
+    over = {"timed_out": True, "budget_s": 100.0, "returncode": -15, "collected": 2}
+    assert module.verdict(items, over) == (True, [])
+    ok, why = module.verdict(items[:1], over)  # one of the two never finished: the budget did stop it
+    assert not ok and "stopped by the time budget" in why[0]
+    ok, why = module.verdict(items, dict(over, collected=None))  # no count: cannot tell, so not a pass
+    assert not ok
