@@ -236,14 +236,15 @@ def _log_pause(start: float, end: float, pgids) -> None:
             f.write(f"{start} {end} {' '.join(map(str, pgids))}\n")
 
 
-def paused_seconds(start: float, end: float) -> float:
-    """How long this run was stopped by other runs' timed phases between two ``time.monotonic()`` readings
-    (CLOCK_MONOTONIC is one clock for every process of the machine): first-iteration times exclude it."""
-    folder = os.environ.get("BENCH_PIDS")
+def paused_seconds(start: float, end: float, pgid: int | None = None, folder: str | None = None) -> float:
+    """How long this run (process group ``pgid``: default, the caller's) was stopped by other runs' timed phases
+    between two ``time.monotonic()`` readings (CLOCK_MONOTONIC is one clock for every process of the machine):
+    first-iteration times exclude it, and so does a run's ``--timeout``."""
+    folder = folder or os.environ.get("BENCH_PIDS")
     path = os.path.join(folder, _PAUSES) if folder else None
     if not path or not os.path.exists(path):
         return 0.0
-    own, total = os.getpgid(0), 0.0
+    own, total = (os.getpgid(0) if pgid is None else pgid), 0.0
     with open(path) as f:
         for line in f:
             a, b, *groups = line.split()
@@ -679,14 +680,24 @@ def _spawn(cfg: dict, timeout: float, slot: int, n_gpus: int, jobs: int) -> dict
     marker = os.path.join(pids, str(proc.pid)) if pids else None
     if marker:
         open(marker, "w").close()
+    begun = time.monotonic()
     try:
-        out, err = proc.communicate(timeout=timeout)
+        while True:  # the limit counts the run's own time: not while other runs' timed phases stopped it
+            try:
+                out, err = proc.communicate(timeout=5.0)
+                break
+            except subprocess.TimeoutExpired:
+                now = time.monotonic()
+                if now - begun - paused_seconds(begun, now, proc.pid, pids) > timeout:
+                    raise
         line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
         r = json.loads(line[-1][7:]) if line else dict(cfg, ok=False, error=_error_summary(err or out))
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        r = dict(cfg, ok=False, error=f"timed out after {timeout:.0f} s")
+        paused = paused_seconds(begun, time.monotonic(), proc.pid, pids)
+        r = dict(cfg, ok=False, error=f"timed out after {timeout:.0f} s" + (f" (+ {paused:.0f} s stopped by other "
+                                                                             "runs' timed phases)" if paused else ""))
     finally:
         if marker:
             os.remove(marker)
@@ -1061,7 +1072,8 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, nargs="+", default=[8])
     ap.add_argument("--size", choices=["full", "small"], default=None, help="workload size (default: full on GPU)")
     ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per configuration run")
+    ap.add_argument("--timeout", type=float, default=300.0,
+                    help="seconds per configuration run (not counting time stopped by other runs' timed phases)")
     ap.add_argument("--budget", type=float, default=None, help="start no run that would end after this many seconds")
     ap.add_argument("--tag", default=None, help="name part of the result file (default: the benches)")
     ap.add_argument("--out", type=Path, default=RESULTS)

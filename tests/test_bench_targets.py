@@ -58,3 +58,11 @@ def test_a_cap_suffix_sets_max_region_ops():
     for bad in ("horizontal-nvfuser-cap0", "horizontal-nvfuser-capx", "horizontal-nvfuser-cap7-cap8"):
         with pytest.raises(ValueError, match="capN"):
             bench.parse_config(bad)
+
+
+def test_paused_time_of_a_run_is_read_for_its_own_process_group(tmp_path):
+    """A run's --timeout and first iteration leave out the time other runs' timed phases kept it stopped."""
+    (tmp_path / bench._PAUSES).write_text("10.0 14.0 111 222\n20.0 25.0 333\n30.0 40.0 222\n")
+    assert bench.paused_seconds(0.0, 100.0, 222, str(tmp_path)) == 14.0
+    assert bench.paused_seconds(12.0, 35.0, 222, str(tmp_path)) == 2.0 + 5.0  # clipped to the window
+    assert bench.paused_seconds(0.0, 100.0, 444, str(tmp_path)) == 0.0
