@@ -95,7 +95,8 @@ def collected_count(log: Path) -> int | None:
     """How many items the run selected (the plugin's ``collected`` line; None if it wrote none)."""
     if not log.exists():
         return None
-    counts = [json.loads(ln)["collected"] for ln in log.read_text(encoding="utf-8").splitlines() if '"collected"' in ln]
+    lines = [json.loads(ln) for ln in log.read_text(encoding="utf-8").splitlines()]
+    counts = [r["collected"] for r in lines if "collected" in r]
     return max(counts) if counts else None
 
 

@@ -65,7 +65,7 @@ from .buffers import (Buffers, alias_sources, default_rounding, output_buffer_by
                       region_workspace, released_at_first_line)
 from ..ir.trace import use_memory_model
 from .op_scratch import bound_note, op_scratch_bytes
-from .storage import CUDA_ROUNDING, tensor_bytes
+from .storage import CUDA_ROUNDING, span_elements, tensor_bytes
 
 # alias_sources, region_output_bytes, region_workspace, output_buffer_bytes: re-exported from .buffers
 __all__ = ["LineMemory", "Liveness", "compute_liveness", "tensor_bytes", "alias_sources", "CUDA_ROUNDING",
@@ -359,7 +359,7 @@ def _donatable(n, line_slots, value_buffers, refs, pinned, last_use, order, outp
         val = a.meta.get("val")
         if not hasattr(val, "storage_offset") or int(val.storage_offset()) != 0:
             continue
-        span = 1 + sum((int(s) - 1) * int(st) for s, st in zip(val.shape, val.stride())) if val.numel() else 0
+        span = span_elements(val)
         try:
             whole = int(val.untyped_storage().nbytes())
         except Exception:  # noqa: BLE001 - a storage the meta value cannot show: not donated

@@ -9,13 +9,21 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["CUDA_ROUNDING", "tensor_bytes", "round_up"]
+__all__ = ["CUDA_ROUNDING", "tensor_bytes", "round_up", "span_elements"]
 
 CUDA_ROUNDING = 512
 
 
 def round_up(n: int, rounding: int) -> int:
     return (n + rounding - 1) // rounding * rounding if rounding > 1 and n > 0 else n
+
+
+def span_elements(t: torch.Tensor) -> int:
+    """Elements of its storage a strided tensor reaches from its offset on: 1 + the sum of (size - 1) * stride
+    (0 for an empty tensor)."""
+    if any(int(s) == 0 for s in t.shape):
+        return 0
+    return 1 + sum((int(s) - 1) * int(st) for s, st in zip(t.shape, t.stride()))
 
 
 def tensor_bytes(t: torch.Tensor, rounding: int = 1) -> int:

@@ -174,8 +174,9 @@ def explain_peak(fn, *args, kind: str | None = None, program: int = -1, loss=Non
         "remedies priced: the other fusion strategies, checkpointing repeated blocks, recomputing the largest "
         "cheap saved activation (predicted on the meta device with this run's executor and allocator, and measured "
         f"by try_remedy), and for a module FSDP zero3 on {FSDP_RANKS} ranks (predicted only)",
-        "a prediction does not see what a compiled region frees inside its call (donate_inputs, the default with "
-        "Inductor): a measured saving can be larger than the predicted one by those bytes"])
+        "a prediction does not see what a compiled region frees inside its call or writes its outputs over "
+        "(donate_inputs, donate_inplace: the defaults with Inductor): a measured saving can be larger than the "
+        "predicted one by those bytes"])
     if base is None:
         explanation.notes.append(f"the meta-device prediction has no {breakdown.kind} #{part_index} for "
                                  f"{current['fusion']}: no remedy priced")

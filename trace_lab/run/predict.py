@@ -311,8 +311,8 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
     result = Prediction(device=device, fsdp=fsdp, world_size=world_size if fsdp else None, notes=[
         "op scratch (convolutions, FFTs, sorts) and compiled regions' workspace are measured on a real device: "
         "on meta they count as zero, so a program using them is a lower bound",
-        "inputs a compiled Inductor region frees inside its call (donate_inputs) are not seen on meta: such a "
-        "program measures at or below its figure",
+        "inputs a compiled Inductor region frees inside its call or writes its outputs over (donate_inputs, "
+        "donate_inplace) are not seen on meta: such a program measures at or below its figure",
         "attention runs as the meta device's math path: where a device picks a flash or memory-efficient "
         "attention kernel, its program and peak differ"])
     if not fsdp:

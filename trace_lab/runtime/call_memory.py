@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..analysis.storage import tensor_bytes
+from ..analysis.storage import span_elements, tensor_bytes
 
 __all__ = ["example_tensor", "workspace_bytes", "fresh_output_bytes", "output_layout", "measure_workspace"]
 
@@ -25,9 +25,7 @@ def example_tensor(val, zeros: bool = True):
     if not isinstance(val, torch.Tensor):
         return val
     offset = int(val.storage_offset())
-    extent = 1 + sum((int(s) - 1) * int(st) for s, st in zip(val.shape, val.stride()) if int(s) > 0)
-    if any(int(s) == 0 for s in val.shape):
-        extent = 0
+    extent = span_elements(val)
     make = torch.zeros if zeros or not (val.dtype.is_floating_point or val.dtype.is_complex) else torch.empty
     base = make(offset + extent, dtype=val.dtype, device=val.device)
     return base.as_strided(tuple(val.shape), tuple(val.stride()), offset)
