@@ -308,14 +308,29 @@ def _browser_session(run: BrowserRun, base: str, token: str, browser_path: str, 
                 from test_browser import fusion_rerun_after, fusion_rerun_before
 
                 attempt("fusion_rerun", lambda: fusion_rerun_before(page), page)
-            attempt("views", lambda: _views(page, name), page)
+            attempt("views", lambda: _views(page, name, run.saved), page)
             if name == "01_fusion_and_peak_memory" and "fusion_rerun" not in run.failures:  # fusion, Rerun
                 attempt("fusion_rerun", lambda: fusion_rerun_after(page), page)
     except Exception as e:  # noqa: BLE001 - Run All did not finish (or the browser went away): every part says so
         run.failures.setdefault("run_all", e)
 
 
-def _views(page, name: str) -> None:
+def _traced_names(saved: Path) -> list[str]:
+    """The ``--name`` of each traced cell (one with a widget output) of the saved, executed notebook, in order.
+    Read from the file, not the page: JupyterLab renders an editor scrolled out of view lazily, so its text on the
+    page may be empty (CI saw exactly that)."""
+    import nbformat
+
+    names = []
+    for cell in nbformat.read(saved, as_version=4).cells:
+        widget = any("application/vnd.jupyter.widget-view+json" in out.get("data", {}) for out in cell.get("outputs", []))
+        if cell.cell_type == "code" and widget:
+            found = re.search(r"--name (\S+)", cell.source)
+            names.append(found.group(1) if found else f"cell {len(names) + 1}")
+    return names
+
+
+def _views(page, name: str, saved: Path) -> None:
     """Issue 26 items 2 and 3 (test_browser_teaching.py's docstring) on the open, executed notebook."""
     from playwright.sync_api import expect
 
@@ -331,7 +346,8 @@ def _views(page, name: str) -> None:
     if name in TIMED:
         traced = [cells.nth(k) for k in at]
         first = [_summary_steady(c) for c in traced]
-        names = [re.search(r"--name (\S+)", c.locator(".jp-InputArea").inner_text()).group(1) for c in traced]
+        names = _traced_names(saved)
+        assert len(names) == n, f"{name}: {n} traced outputs on the page, {len(names)} in the saved notebook"
         again = []
         for cell in traced:  # an immediate rerun of each traced cell, in place
             _run_in_place(page, cell)
