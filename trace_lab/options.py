@@ -102,6 +102,11 @@ SCHEMA: tuple[Option, ...] = (
                 "(its DonatedBuffer reuse), as torch.compile does with a graph's own intermediates; a signature whose "
                 "regions donate different inputs compiles for the ones all of them donate (and once more, plainly, "
                 "for a region that donates none, except with fusion='layers'). Off: outputs are fresh buffers."),
+    Option("align_layer_saves", bool, True, stage="capture", word="aligned saves",
+           help="with fusion='layers': where AOTAutograd's partitioner saves other activations for one layer than "
+                "for its repeats (a tie it breaks otherwise for the first layer), partition again with the repeats' "
+                "choice marked on it, so that each kind of layer compiles one forward and one backward region; "
+                "kept only when no layer then saves more bytes. Off: the partition as AOTAutograd makes it."),
     Option("sort_waits", bool, True, stage="passes", surfaces=_COMPILE | {"widget"}, label="sort waits",
            word="wait sorting",
            help="move each collective's wait next to its first consumer; off: keep it right after the collective."),

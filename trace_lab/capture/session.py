@@ -186,12 +186,16 @@ class CaptureSession:
     ``prepare_joint(joint_gm)``, when given, may tag nodes of AOTAutograd's joint
     forward+backward graph before the min-cut partitioner splits it (the ZeRO-3
     FSDP mode marks parameter gathers ``MUST_RECOMPUTE`` this way).
+    ``wrap_partition(partition) -> partition``, when given, wraps the partitioner itself
+    (``fusion="layers"``: repeated layers save the same values, :mod:`trace_lab.passes.layer_saves`).
     """
 
     def __init__(self, compile_part: Callable[[Program, ProgramPart], Callable],
-                 prepare_joint: Callable[[fx.GraphModule], None] | None = None):
+                 prepare_joint: Callable[[fx.GraphModule], None] | None = None,
+                 wrap_partition: Callable[[Callable], Callable] | None = None):
         self.compile_part = compile_part
         self.prepare_joint = prepare_joint
+        self.wrap_partition = wrap_partition
         self.programs: list[Program] = []
         from torch._dynamo.utils import counters
 
@@ -259,6 +263,8 @@ class CaptureSession:
         return compiled
 
     def _partition_fn(self, partition):
+        if self.wrap_partition is not None:
+            partition = self.wrap_partition(partition)
         if self.prepare_joint is None:
             return partition
 

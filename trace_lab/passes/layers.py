@@ -12,6 +12,12 @@ between regions as library calls.
   (``layers.3``, ``blocks[3]``: an element of a ModuleList or Sequential). An op with no path (the
   backward's gradient sums across a residual; not an op of a module outside the layers) joins a layer when it reads from that layer and feeds it,
   else when it reads from that layer alone (the sum of the gradients a layer's input got).
+* **Values the layers share** (:func:`shared_by_layers`): an op computed from no input at all (a factory such as
+  ``full`` or ``arange``, and what is computed from such values alone) whose value another layer reads belongs to
+  no layer. The capture's common-subexpression elimination leaves such a value (a causal mask's ``ones`` and
+  ``arange``) in the first layer that computes it, so that layer's region would differ from its repeats by those
+  ops and outputs and compile once more; outside every layer, it runs once, op by op (no region to compile for a
+  few tiny ops), and the first layer's region is its repeats'.
 * **Regions**: within a layer every op the executor can compile (``can_compile``: its fusible ops and
   the library ops it calls itself) joins the layer's region. Runs of such ops adjacent in program order
   merge first (no cycle is possible inside an interval of a topological order); the runs of one layer
@@ -25,9 +31,9 @@ import re
 
 import torch.fx as fx
 
-from .partition import OpGraph, Unit, _Groups, dataflow_merge, topological_order
+from .partition import OpGraph, Unit, _Groups, dataflow_merge, draws_random, producer, topological_order
 
-__all__ = ["layer_of", "layer_keys", "layer_units"]
+__all__ = ["layer_of", "layer_keys", "layer_units", "shared_by_layers"]
 
 # the first numbered child in a module path: "L['self'].layers.3.attn" -> "L['self'].layers.3"
 _NUMBERED = re.compile(r"(?:\.\d+|\[\d+\])(?=$|[.\[])")
@@ -53,7 +59,11 @@ def layer_of(node: fx.Node) -> str | None:
 
 def layer_keys(graph: OpGraph) -> dict[fx.Node, str | None]:
     """Each op's layer (see the module docstring): its own, or for an op with none the one layer it reads from
-    and feeds."""
+    and feeds; None for the values the layers share."""
+    return _keys_and_shared(graph)[0]
+
+
+def _keys_and_shared(graph: OpGraph) -> tuple[dict[fx.Node, str | None], set[fx.Node]]:
     keys = {n: layer_of(n) for n in graph.ops}
     pathless = {n for n in graph.ops if _module_path(n) is None}  # only these join a layer by their neighbours
 
@@ -77,13 +87,44 @@ def layer_keys(graph: OpGraph) -> dict[fx.Node, str | None]:
 
     adopt(fed_and_read)
     adopt(after_one)
-    return keys
+    shared = shared_by_layers(graph, keys)
+    for n in shared:
+        keys[n] = None
+    return keys, shared
+
+
+def shared_by_layers(graph: OpGraph, keys: dict[fx.Node, str | None]) -> set[fx.Node]:
+    """The ops of a layer computed from no input (see the module docstring) that another layer, or an op outside
+    every layer, reads, with the ops of the same kind they are computed from: the values the layers share.
+    ``keys``: each op's layer before this rule (:func:`layer_keys` applies it; a random op is never moved)."""
+    from_nothing: set[fx.Node] = set()
+    for n in graph.ops:  # program order: an op's producers come first
+        if n.op == "call_function" and not any(p not in from_nothing for p in graph.preds[n]) and \
+                all(producer_in(a, graph) in from_nothing for a in n.all_input_nodes) and \
+                not draws_random(n, graph.trace.gm):
+            from_nothing.add(n)
+    shared: set[fx.Node] = set()
+    for n in from_nothing:
+        if keys[n] is not None and any(keys[s] != keys[n] for s in graph.succs[n]):
+            stack = [n]
+            while stack:
+                m = stack.pop()
+                if m not in shared:
+                    shared.add(m)
+                    stack += [p for p in graph.preds[m] if p in from_nothing]
+    return shared
+
+
+def producer_in(node: fx.Node, graph: OpGraph):
+    """The op of ``graph`` that makes ``node``'s value (a getitem's producer), or None (an input, a constant)."""
+    p = producer(node)
+    return p if p in graph.pos else None
 
 
 def layer_units(graph: OpGraph, can_compile) -> tuple[list[Unit], dict[fx.Node, str | None]]:
     """(the ordered units of the ``layers`` strategy, each op's layer). ``graph.fusible`` is the executor's
     ``can_fuse`` (used outside layers); ``can_compile(node)``: may the op join its layer's region."""
-    keys = layer_keys(graph)
+    keys, shared = _keys_and_shared(graph)  # shared values: outside every layer, run op by op (no region)
     compilable = {n: bool(keys[n] is not None and can_compile(n)) for n in graph.ops}
     groups = _Groups(graph)  # group ids start as op positions
     layer = {i: keys[n] for i, n in enumerate(graph.ops)}
@@ -109,9 +150,12 @@ def layer_units(graph: OpGraph, can_compile) -> tuple[list[Unit], dict[fx.Node, 
             else:
                 open_.append(g)
     # 3. outside layers: the dataflow merge among ops the executor fuses (with no layers, the dataflow strategy)
-    outside = {g for g in groups.members if layer[g] is None or not compilable[groups.members[g][0]]}
+    outside = {g for g in groups.members if (layer[g] is None or not compilable[groups.members[g][0]])
+               and groups.members[g][0] not in shared}
     dataflow_merge(groups, among=outside)
     for g, members in groups.members.items():
-        if g not in outside:  # a layer's region; a lone op is a region only where the executor would fuse it
+        if members[0] in shared:
+            groups.fusible[g] = False
+        elif g not in outside:  # a layer's region; a lone op is a region only where the executor would fuse it
             groups.fusible[g] = len(members) > 1 or graph.fusible[members[0]]
     return topological_order(groups), keys

@@ -9,7 +9,8 @@ boundary gets the first reason that holds:
   ``fusible_reason``, Inductor's table in :mod:`trace_lab.executors.inductor_ops`);
 * ``cycle``      - merging the two would close a cycle: a unit between them depends on one
   and feeds the other (the check every strategy makes, :func:`.schedule._try_merge`);
-* ``layer``      - ``layers``: the neighbour belongs to another layer, or to none (one region per layer);
+* ``layer``      - ``layers``: the neighbour belongs to another layer, or to none (one region per layer), or is a
+  value the layers share;
 * ``cap``        - ``horizontal`` with ``max_region_ops``: the merged region would exceed it;
 * ``memory``     - the ``memory`` strategy priced the merge as it does (:func:`.schedule.merge_pass`:
   the high-water mark of the stretch of units the merge reorders must not rise) and it rises by
@@ -32,7 +33,7 @@ from __future__ import annotations
 import torch.fx as fx
 
 from .collectives import is_collective, is_wait
-from .layers import layer_keys
+from .layers import layer_keys, layer_of
 from .partition import OpGraph
 from .schedule import MemoryModel, _Profile, _try_merge, kept_apart
 
@@ -60,6 +61,9 @@ def region_ends(trace, units, strategy: str, can_fuse, fuse_reason, materialized
             return "collective", "a collective or its wait: it runs on its own"
         if not graph.fusible[m]:
             return "executor", fuse_reason(m) or "the executor does not fuse it"
+        if layer is not None and layer[m] is None and layer_of(m) is not None:
+            return "layer", ("a value the layers share (computed from no input): it runs once, outside every "
+                             "layer, op by op (fusion=layers: one region per layer, equal across its repeats)")
         if layer is not None and layer[m] != layer[units[k].nodes[0]]:
             own = layer[units[k].nodes[0]]
             return "layer", ((f"an op of {layer[m]}" if layer[m] else "an op outside every layer")

@@ -108,7 +108,8 @@ class JitFunction:
         self.options = options
         self.fn = fn = _fsdp_prepare(fn, self.options)
         self._fsdp_unchecked = bool(self.options.fsdp)  # until a call shows sharded parameters reached programs
-        self.session = CaptureSession(self._compile_part, prepare_joint=_joint_preparer(self.options))
+        self.session = CaptureSession(self._compile_part, prepare_joint=_joint_preparer(self.options),
+                                      wrap_partition=_partition_wrapper(self.options))
         self._executors: dict[str, object] = {}
         self.executor_reasons: list[str] = []
         self._last_forward: ProgramPart | None = None
@@ -407,6 +408,16 @@ def _joint_preparer(options: Options):
             hook(joint_gm)
 
     return both
+
+
+def _partition_wrapper(options: Options):
+    """``fusion="layers"``: repeated layers save the same activations, so that each kind of layer compiles one
+    forward and one backward region (:mod:`..passes.layer_saves`); other strategies partition as AOTAutograd does."""
+    if options.fusion != "layers" or not options.align_layer_saves:
+        return None
+    from ..passes.layer_saves import aligned_partition
+
+    return aligned_partition
 
 
 def _raise_recompile_limits() -> None:
