@@ -47,6 +47,8 @@ def test_configuration_suffixes_set_the_options_they_name():
     assert cfg["cuda_graphs"] and cfg["extra"] == {"donate_inplace": False}
     assert "extra" not in bench.parse_config("dataflow-nvfuser-nocache")
     assert bench.parse_config("dataflow-inductor-nodonate")["extra"] == {"donate_inputs": False}
+    assert bench.parse_config("layers-inductor-noalign")["extra"] == {"align_layer_saves": False}
+    assert bench.label("layers-inductor-noalign") == "trace_lab layers + inductor saves unaligned"
     assert bench.label("memory-inductor-noinplace") == "trace_lab memory + inductor in-place donation off"
     with pytest.raises(ValueError, match="suffixes graphs, nocache, inplace"):
         bench.parse_config("memory-inductor-fast")
