@@ -313,18 +313,21 @@ def _cuda_available() -> bool:
 
 
 def _warm_inductor_workers(options: Options) -> None:
-    """At a jit's first call on a machine with CUDA, when its CUDA programs would run fused regions through Inductor:
-    start Inductor's compile workers before capture (:func:`..executors.inductor.warm_compile_workers`), so that the
-    regions' Triton kernels compile in parallel from the first region on instead of in this process while the
-    workers boot (issue 27, first iteration)."""
-    if not _cuda_available():
-        return
-    cuda = torch.device("cuda")
-    if resolve_fusion(options.fusion, cuda)[0] == "none" or resolve_run_executor(options, cuda)[0] != "inductor":
-        return
-    from ..executors.inductor import warm_compile_workers
+    """At a jit's first call, what Inductor would otherwise do first when the first region compiles, started now so
+    that it overlaps Dynamo's and AOTAutograd's capture (issue 27, first iteration). On a machine with CUDA, when
+    CUDA programs would run fused regions through Inductor: its compile workers
+    (:func:`..executors.inductor.warm_compile_workers`), so that the regions' Triton kernels compile in parallel from
+    the first region on. Where CPU programs would (no CUDA here): its one-off C++ toolchain checks, on a thread
+    (:func:`..executors.inductor.warm_cpu_toolchain`)."""
+    from ..executors.inductor import warm_compile_workers, warm_cpu_toolchain
 
-    warm_compile_workers()
+    device = torch.device("cuda" if _cuda_available() else "cpu")
+    if resolve_fusion(options.fusion, device)[0] == "none" or resolve_run_executor(options, device)[0] != "inductor":
+        return
+    if device.type == "cuda":
+        warm_compile_workers()
+    else:
+        warm_cpu_toolchain()
 
 
 def resolve_run_executor(options: Options, device: torch.device) -> tuple[str, str]:
