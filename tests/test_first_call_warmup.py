@@ -1,0 +1,49 @@
+"""A jit's first call starts Inductor's one-off work before the capture (issue 27, first iteration): on a CPU-only
+machine the C++ toolchain checks (``cpu_vec_isa.valid_vec_isa_list``) run on a thread of their own, and only when
+the options compile regions with Inductor."""
+import threading
+
+import pytest
+import torch
+
+import trace_lab
+from trace_lab.executors import inductor
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU warm-up: on CUDA the workers are warmed")
+
+
+@pytest.fixture
+def checks(monkeypatch):
+    """Who ran the toolchain checks: the names of the threads that called them (the real checks still answer)."""
+    from torch._inductor import cpu_vec_isa
+
+    real, ran = cpu_vec_isa.valid_vec_isa_list, []
+
+    def recorded():
+        ran.append(threading.current_thread().name)
+        return real()
+
+    monkeypatch.setattr(cpu_vec_isa, "valid_vec_isa_list", recorded)
+    monkeypatch.setattr(inductor, "_CPU_TOOLCHAIN", None)
+    return ran
+
+
+def _step(x):
+    return (x.sin() * 2 + 1).relu().sum()
+
+
+def test_the_first_inductor_call_checks_the_toolchain_on_its_own_thread(checks):
+    x = torch.randn(8, 16)
+    jfn = trace_lab.jit(_step, fusion="dataflow", executor="inductor")
+    torch.testing.assert_close(jfn(x), _step(x))
+    inductor._CPU_TOOLCHAIN.join(timeout=120)
+    assert "trace_lab-cpu-toolchain" in checks, checks
+    trace_lab.jit(_step, fusion="dataflow", executor="inductor")(x)
+    assert checks.count("trace_lab-cpu-toolchain") == 1, "once per process"
+
+
+def test_nothing_is_warmed_when_no_region_compiles_with_inductor(checks):
+    x = torch.randn(8, 16)
+    for options in ({"fusion": "dataflow", "executor": "eager"}, {"fusion": "none", "executor": "inductor"}):
+        torch.testing.assert_close(trace_lab.jit(_step, **options)(x), _step(x))
+    assert inductor._CPU_TOOLCHAIN is None and "trace_lab-cpu-toolchain" not in checks, checks
