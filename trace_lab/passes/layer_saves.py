@@ -47,7 +47,7 @@ def aligned_partition(partition):
             return fw, bw
         from torch.utils.checkpoint import CheckpointPolicy
 
-        before = {n: n.meta.get("recompute", _UNSET) for n in marks}
+        before = {n: {k: n.meta.get(k, _UNSET) for k in ("recompute", "ac_graph_id")} for n in marks}
         for n in marks:
             n.meta["recompute"] = CheckpointPolicy.MUST_SAVE
             n.meta.setdefault("ac_graph_id", 0)
@@ -55,10 +55,11 @@ def aligned_partition(partition):
             fw2, bw2 = partition(joint_gm, joint_inputs, **kwargs)
         finally:
             for n, old in before.items():  # the joint graph as it came
-                if old is _UNSET:
-                    n.meta.pop("recompute", None)
-                else:
-                    n.meta["recompute"] = old
+                for k, v in old.items():
+                    if v is _UNSET:
+                        n.meta.pop(k, None)
+                    else:
+                        n.meta[k] = v
         saved2 = saved_roles(fw2, roles)
         aligned = all(saved2[key][0] == wanted[_container(key)][0] for key in {layer_of(n) for n in marks})
         no_more = all(saved2[key][1] <= saved[key][1] for key in roles)
@@ -147,7 +148,8 @@ def _majority(roles, saved) -> dict[str, tuple[frozenset, int]]:
 
 def _marks(roles, saved, wanted) -> list[fx.Node]:
     """The ops to mark MUST_SAVE: in each layer that saves otherwise than most of its repeats (and not fewer
-    bytes than they do), its ops at the roles they save and it does not."""
+    bytes than they do), its ops at the roles they save and it does not. A layer whose ops carry a checkpointing
+    policy already (``recompute`` in their meta: activation checkpointing's, the user's) is left as it is."""
     marks = []
     for key, mapped in roles.items():
         want, have = wanted[_container(key)], saved[key]
@@ -156,6 +158,8 @@ def _marks(roles, saved, wanted) -> list[fx.Node]:
         at = {role: n for n, role in mapped.items()}
         missing = [at.get(role) for role in sorted(want[0] - have[0])]
         if any(n is None for n in missing):
+            continue
+        if any("recompute" in n.meta for n in mapped):  # a checkpointing policy of the user's: theirs stands
             continue
         marks += missing
     return marks
