@@ -85,6 +85,18 @@ def test_each_layer_is_one_region_with_its_matmuls_and_identical_layers_compile_
         assert "2 cache hits" in rows["regions backward #0"], rows["regions backward #0"]
 
 
+def test_two_layers_compile_once_each_way():
+    """Two layers tie one to one on what they save; the later layer's choice is the one the first is aligned to."""
+    torch.manual_seed(0)
+    model = LlamaStack(layers=2, dim=32, heads=2)
+    x = torch.randn(2, 16, 32, requires_grad=True)
+    report = trace_lab.inspect(model, x, fusion="layers", executor="inductor", runs=1)
+    assert report.ok, report.comparison
+    _assert_memory(report)
+    rows = dict(report.summary_rows())
+    assert "1 cache hit," in rows["regions forward #0"] and "1 cache hit," in rows["regions backward #0"], rows
+
+
 def test_without_aligned_saves_the_first_layer_compiles_apart():
     """The ablation of align_layer_saves: AOTAutograd's own partition saves the first layer's attention projection
     where its repeats save the residual sum, so layer 0's regions (forward and backward) compile once more."""

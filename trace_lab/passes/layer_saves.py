@@ -139,11 +139,14 @@ def _bytes(n: fx.Node) -> int:
 
 
 def _majority(roles, saved) -> dict[str, tuple[frozenset, int]]:
-    """Per container: the saved roles (and bytes) most of its layers have."""
+    """Per container: the saved roles (and bytes) most of its layers have; between equally common ones, the later
+    layers' (the first layer is the odd one: its input is the program's; two layers tie one to one)."""
     counts: dict[str, Counter] = {}
-    for key in roles:
+    last: dict[tuple, int] = {}
+    for i, key in enumerate(roles):
         counts.setdefault(_container(key), Counter())[saved[key]] += 1
-    return {c: counter.most_common(1)[0][0] for c, counter in counts.items()}
+        last[(_container(key), saved[key])] = i
+    return {c: max(counter, key=lambda got: (counter[got], last[(c, got)])) for c, counter in counts.items()}
 
 
 def _marks(roles, saved, wanted) -> list[fx.Node]:
