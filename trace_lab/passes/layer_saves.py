@@ -27,7 +27,8 @@ from collections import Counter
 import torch
 import torch.fx as fx
 
-from .layers import layer_of
+from ..analysis.storage import tensor_bytes
+from .layers import computed_from_nothing, layer_of
 
 __all__ = ["aligned_partition", "layer_roles", "saved_roles"]
 
@@ -76,20 +77,11 @@ def _container(layer: str) -> str:
     return _LAST_NUMBER.sub("", layer)
 
 
-def _from_nothing(graph: fx.Graph) -> set[fx.Node]:
-    """Ops computed from no input at all (factories, and what is computed from them alone)."""
-    found: set[fx.Node] = set()
-    for n in graph.nodes:
-        if n.op == "call_function" and all(a in found for a in n.all_input_nodes):
-            found.add(n)
-    return found
-
-
 def layer_roles(joint_gm: fx.GraphModule) -> dict[str, dict[fx.Node, int]]:
     """Per layer of a container with repeats: its forward ops (values computed from no input left out), each
     mapped to its role, the position of its match in the container's most common op list; unmatched ops have
     none. A layer less than 95% of whose ops match is no repeat and left out."""
-    skip = _from_nothing(joint_gm.graph)
+    skip = computed_from_nothing(joint_gm.graph.nodes)
     layers: dict[str, list[fx.Node]] = {}
     for n in joint_gm.graph.nodes:
         if n.op != "call_function" or n in skip or not n.meta.get("nn_module_stack") \
@@ -129,13 +121,9 @@ def saved_roles(fw: fx.GraphModule, roles: dict[str, dict[fx.Node, int]]) -> dic
             key, node, role = where[value.name]
             got, total = out[key]
             got.add(role)
-            out[key] = (got, total + _bytes(node))
+            val = node.meta.get("val")
+            out[key] = (got, total + (tensor_bytes(val) if isinstance(val, torch.Tensor) else 0))
     return {key: (frozenset(got), total) for key, (got, total) in out.items()}
-
-
-def _bytes(n: fx.Node) -> int:
-    val = n.meta.get("val")
-    return val.numel() * val.element_size() if isinstance(val, torch.Tensor) else 0
 
 
 def _majority(roles, saved) -> dict[str, tuple[frozenset, int]]:

@@ -33,7 +33,7 @@ import torch.fx as fx
 
 from .partition import OpGraph, Unit, _Groups, dataflow_merge, draws_random, producer, topological_order
 
-__all__ = ["layer_of", "layer_keys", "layer_units", "shared_by_layers"]
+__all__ = ["layer_of", "layer_keys", "layer_units", "shared_by_layers", "computed_from_nothing"]
 
 # the first numbered child in a module path: "L['self'].layers.3.attn" -> "L['self'].layers.3"
 _NUMBERED = re.compile(r"(?:\.\d+|\[\d+\])(?=$|[.\[])")
@@ -97,12 +97,9 @@ def shared_by_layers(graph: OpGraph, keys: dict[fx.Node, str | None]) -> set[fx.
     """The ops of a layer computed from no input (see the module docstring) that another layer, or an op outside
     every layer, reads, with the ops of the same kind they are computed from: the values the layers share.
     ``keys``: each op's layer before this rule (:func:`layer_keys` applies it; a random op is never moved)."""
-    from_nothing: set[fx.Node] = set()
-    for n in graph.ops:  # program order: an op's producers come first
-        if n.op == "call_function" and not any(p not in from_nothing for p in graph.preds[n]) and \
-                all(producer_in(a, graph) in from_nothing for a in n.all_input_nodes) and \
-                not draws_random(n, graph.trace.gm):
-            from_nothing.add(n)
+    from_nothing = computed_from_nothing(
+        [n for n in graph.ops if not draws_random(n, graph.trace.gm)],
+        lambda n: [producer(a) for a in n.all_input_nodes] + graph.preds[n])
     shared: set[fx.Node] = set()
     for n in from_nothing:
         if keys[n] is not None and any(keys[s] != keys[n] for s in graph.succs[n]):
@@ -115,10 +112,14 @@ def shared_by_layers(graph: OpGraph, keys: dict[fx.Node, str | None]) -> set[fx.
     return shared
 
 
-def producer_in(node: fx.Node, graph: OpGraph):
-    """The op of ``graph`` that makes ``node``'s value (a getitem's producer), or None (an input, a constant)."""
-    p = producer(node)
-    return p if p in graph.pos else None
+def computed_from_nothing(nodes, inputs_of=lambda n: n.all_input_nodes) -> set[fx.Node]:
+    """Of ``nodes`` (in program order), the calls whose every input is one of them computed from nothing: factories
+    (``full``, ``arange``) and what is computed from them alone. A placeholder or constant input is not."""
+    found: set[fx.Node] = set()
+    for n in nodes:
+        if n.op == "call_function" and all(i in found for i in inputs_of(n)):
+            found.add(n)
+    return found
 
 
 def layer_units(graph: OpGraph, can_compile) -> tuple[list[Unit], dict[fx.Node, str | None]]:
