@@ -41,6 +41,42 @@ def pytest_collectreport(report):
                 "reason": _reason(report)})
 
 
+UNKNOWN_SECONDS = 60.0  # an item no earlier check ran (a new test): started early, in case it is long
+
+
+def scope_of(item) -> str:
+    """The unit pytest-xdist's loadgroup hands one worker: the item's ``xdist_group`` name, else the item."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is not None:
+        return str(mark.kwargs.get("name", mark.args[0] if mark.args else "default"))
+    return item.nodeid.split("@")[0]
+
+
+def longest_first(items: list, seconds: dict) -> list:
+    """``items`` with the longest scopes first (the sum of their items' known seconds), each scope's items together
+    in their collected order: the longest-processing-time-first rule, so the run does not end waiting on one long
+    item that started last."""
+    totals: dict[str, float] = {}
+    for item in items:
+        scope = scope_of(item)
+        totals[scope] = totals.get(scope, 0.0) + seconds.get(item.nodeid.split("@")[0], UNKNOWN_SECONDS)
+    first_seen = {}
+    for i, item in enumerate(items):
+        first_seen.setdefault(scope_of(item), i)
+    return sorted(items, key=lambda it: (-totals[scope_of(it)], first_seen[scope_of(it)]))
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """With the GPU check's durations file (``TRACE_LAB_GPU_CHECK_DURATIONS``), run the longest work first; every
+    xdist worker orders the same way, so their collections agree."""
+    path = os.environ.get("TRACE_LAB_GPU_CHECK_DURATIONS")
+    if not path or not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as f:
+        seconds = json.load(f)
+    items[:] = longest_first(items, seconds)
+
+
 def pytest_collection_finish(session):
     """How many items this run selected (without xdist; with it the controller collects nothing itself)."""
     if session.items:

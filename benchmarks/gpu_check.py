@@ -91,6 +91,36 @@ def collect(log: Path) -> list[dict]:
     return sorted(items.values(), key=lambda i: (i["group"], i["item"]))
 
 
+def known_durations(results: Path = RESULTS) -> dict[str, float]:
+    """Each item's seconds in the GPU checks kept in ``results`` (the newest file that ran it wins; the ``@group``
+    suffix pytest-xdist adds is dropped): the plugin starts the longest work first from these."""
+    import gzip
+
+    files = sorted(list(results.glob("*-gpu-check*.json")) + list(results.glob("*-gpu-check*.json.gz")),
+                   key=lambda f: f.name)  # names start with the date; same-day files in name order
+    seconds: dict[str, float] = {}
+    for f in files:
+        try:
+            with (gzip.open(f, "rt", encoding="utf-8") if f.suffix == ".gz" else open(f, encoding="utf-8")) as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        for item in data.get("items") or []:
+            if item.get("status") in ("passed", "failed") and item.get("seconds"):
+                seconds[item["item"].split("@")[0]] = float(item["seconds"])
+    return seconds
+
+
+def xdist_can_keep_order() -> bool:
+    """pytest-xdist 3.6+ has ``--no-loadscope-reorder`` (without it, loadgroup orders groups by their size)."""
+    try:
+        import xdist
+
+        return tuple(int(p) for p in xdist.__version__.split(".")[:2]) >= (3, 6)
+    except (ImportError, ValueError, AttributeError):
+        return False
+
+
 def collected_count(log: Path) -> int | None:
     """How many items the run selected (the plugin's ``collected`` line; None if it wrote none)."""
     if not log.exists():
@@ -109,8 +139,13 @@ def run_pytest(budget: float, workers: int, keep: Path | None, extra: list[str])
                                                          os.environ.get("PYTHONPATH")])))
     if keep is not None:
         env["TRACE_LAB_KEEP_NOTEBOOKS"] = str(keep)
+    order = []
+    if xdist_can_keep_order():  # the longest work first (the plugin orders by the last checks' seconds)
+        (work / "durations.json").write_text(json.dumps(known_durations()), encoding="utf-8")
+        env["TRACE_LAB_GPU_CHECK_DURATIONS"] = str(work / "durations.json")
+        order = ["--no-loadscope-reorder"]
     cmd = [sys.executable, "-m", "pytest", "-m", MARKERS, "-p", "_gpu_check_plugin", "-p", "no:cacheprovider",
-           "-n", str(workers), "--dist", "loadgroup", "-q", "--durations=0", *extra]
+           "-n", str(workers), "--dist", "loadgroup", *order, "-q", "--durations=0", *extra]
     print("[gpu-check]", " ".join(cmd[2:]), f"(budget {budget:.0f} s)", flush=True)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE,

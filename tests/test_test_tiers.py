@@ -82,3 +82,48 @@ def test_a_run_whose_shutdown_ran_past_the_budget_after_every_item_finished_pass
     assert not ok and "stopped by the time budget" in why[0]
     ok, why = module.verdict(items, dict(over, collected=None))  # no count: cannot tell, so not a pass
     assert not ok
+
+
+def test_the_gpu_check_starts_the_longest_work_first(tmp_path):
+    """2026-11-27 (91de505): the full check's items summed to 4,488 s on 10 workers (449 s each), yet the run took
+    545 s and its budget cut the last item's teardown: pytest-xdist's loadgroup had ordered the groups by their item
+    counts, so a 222 s item could start late. The plugin now orders scopes by the last checks' seconds, longest
+    first, a group's items together; an item no check ran counts as long."""
+    import json
+    import subprocess
+
+    spec = importlib.util.spec_from_file_location("_gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    old = {"items": [{"item": "test_o.py::test_long@x", "status": "passed", "seconds": 5.0},
+                     {"item": "test_o.py::test_short", "status": "passed", "seconds": 99.0}]}
+    new = {"items": [{"item": "test_o.py::test_short", "status": "passed", "seconds": 1.0},
+                     {"item": "test_o.py::test_long", "status": "passed", "seconds": 50.0},
+                     {"item": "test_o.py::test_g1@g", "status": "passed", "seconds": 20.0},
+                     {"item": "test_o.py::test_g2@g", "status": "passed", "seconds": 20.0},
+                     {"item": "test_o.py::test_skipped", "status": "skipped", "seconds": 0.1}]}
+    (tmp_path / "2026-01-01-h100-aaaaaaa-gpu-check.json").write_text(json.dumps(old))
+    (tmp_path / "2026-01-02-h100-bbbbbbb-gpu-check.json").write_text(json.dumps(new))
+    seconds = module.known_durations(tmp_path)  # the newer file wins; xdist's @group suffix dropped; skips ignored
+    assert seconds == {"test_o.py::test_short": 1.0, "test_o.py::test_long": 50.0, "test_o.py::test_g1": 20.0,
+                       "test_o.py::test_g2": 20.0}
+    (tmp_path / "durations.json").write_text(json.dumps(seconds))
+    (tmp_path / "test_o.py").write_text(
+        "import pytest\n\n"
+        "def test_short():\n    pass\n\n"
+        "@pytest.mark.xdist_group('g')\ndef test_g1():\n    pass\n\n"
+        "def test_long():\n    pass\n\n"
+        "@pytest.mark.xdist_group('g')\ndef test_g2():\n    pass\n\n"
+        "def test_new():\n    pass\n")
+    log = tmp_path / "log.jsonl"
+    env = dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(log), PYTHONPATH=str(ROOT / "benchmarks"),
+               TRACE_LAB_GPU_CHECK_DURATIONS=str(tmp_path / "durations.json"))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "_gpu_check_plugin", "-p", "no:cacheprovider",
+                           "-p", "no:randomly", str(tmp_path / "test_o.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = [r["nodeid"].split("::")[1] for r in map(json.loads, log.read_text().splitlines())
+           if r.get("when") == "call"]
+    # test_new: no earlier seconds (counted as 60 s); test_long 50; the group g 20 + 20 together; test_short 1
+    assert ran == ["test_new", "test_long", "test_g1", "test_g2", "test_short"], ran
