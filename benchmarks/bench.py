@@ -960,8 +960,11 @@ def _load_rows(result: dict) -> list[dict]:
 
 
 def format_tables(files: list[tuple[str, dict]]) -> str:
-    """Headline tables of result files: per bench (and llama layer count) medians and ranges, then the targets."""
+    """Headline tables of result files: per bench (and llama layer count) medians and ranges, then the targets.
+    The files are taken in the order they were measured (``measured_at``), whatever order they were given in: a
+    target is quoted from the latest file that measured it."""
     out, all_targets = [], []
+    files = sorted(files, key=lambda f: str(f[1].get("measured_at") or ""))
     for fname, result in files:
         rows = _load_rows(result)
         groups = aggregate(rows)
@@ -988,7 +991,7 @@ def format_tables(files: list[tuple[str, dict]]) -> str:
                     "adam": "Adam.step; first iteration = compile"}[b]), "",
                     format_group_table(groups, b, n), ""]
         all_targets += [dict(t, file=fname) for t in targets(groups)]
-    # a target measured in a later file (files are given oldest first) is quoted from that file only: the latest run
+    # a target measured in a later file (sorted above by measured_at) is quoted from that file only: the latest run
     newest = {t["target"]: t["file"] for t in all_targets if t["met"] is not None}
     all_targets = [t for t in all_targets if newest.get(t["target"], t["file"]) == t["file"]
                    and (t["met"] is not None or t["target"] not in newest)]

@@ -68,3 +68,20 @@ def test_paused_time_of_a_run_is_read_for_its_own_process_group(tmp_path):
     assert bench.paused_seconds(0.0, 100.0, 222, str(tmp_path)) == 14.0
     assert bench.paused_seconds(12.0, 35.0, 222, str(tmp_path)) == 2.0 + 5.0  # clipped to the window
     assert bench.paused_seconds(0.0, 100.0, 444, str(tmp_path)) == 0.0
+
+
+def test_a_target_is_quoted_from_the_latest_file_whatever_order_the_files_are_given_in():
+    """Session 23 (2026-11-27): the report took its files' command-line order for their age, and an H200 Adam run
+    of 05:02 listed last outranked the H100 run of 10:54, so "Adam.step, default options" read 1.20x (missed) where
+    the latest run measured 0.67x (met)."""
+    def result(measured_at, default_ms):
+        rows = [dict(_row("eager", 11.6), name="eager"), dict(_row("default", default_ms), name="default")]
+        return {"schema": bench.SCHEMA, "measured_at": measured_at, "device": "gpu", "rows": rows, "meta": {},
+                "complete": True}
+
+    newer, older = result("2026-11-27T10:54:48", 7.8), result("2026-11-27T05:02:26", 14.0)
+    for files in ([("new.json", newer), ("old.json", older)], [("old.json", older), ("new.json", newer)]):
+        text = bench.format_tables(files)
+        line = next(ln for ln in text.splitlines() if ln.startswith("| Adam.step, default options"))
+        assert "| met |" in line and "`new.json`" in line, line
+        assert text.index("### `old.json`") < text.index("### `new.json`")  # the tables in the order measured
