@@ -1,11 +1,14 @@
 """Diagnostic for issue 27 item 3: where trace_lab's first call goes, by stage and region (llama, full size).
 
     python3 benchmarks/first_call_split.py [strategy] [executor] [layers]   # GPU machine; default dataflow inductor 8
+    TRACE_LAB_SPLIT_PROFILE=0 python3 benchmarks/first_call_split.py layers inductor 8   # the same without cProfile
 
 Runs one first call (forward + backward) and prints each compiled part's CompilationRecord.timings(): AOTAutograd's
 capture, every pass stage, op-scratch measurement, the executor (each region's compile seconds and cache hit), graph
 recording, and what the first call spent outside them (Dynamo's tracing, the run itself). Then cProfile's top
-functions by cumulative time, for the seconds no record names."""
+functions by cumulative time, for the seconds no record names. cProfile slows Python-bound stages about 1.5-2x
+(2026-11-27: a 38.6 s profiled first call against 18-20 s in bench.py); ``TRACE_LAB_SPLIT_PROFILE=0`` gives the
+split at full speed, without the profile."""
 import cProfile
 import io
 import os
@@ -25,15 +28,17 @@ layers = int(sys.argv[3]) if len(sys.argv) > 3 else 8
 device = "cuda" if torch.cuda.is_available() else "cpu"
 model, (x,) = workloads.make_llama(layers)(device, "full" if device == "cuda" else "small")
 jfn = trace_lab.jit(model, fusion=strategy, executor=executor)
+PROFILE = os.environ.get("TRACE_LAB_SPLIT_PROFILE", "1") != "0"
 prof = cProfile.Profile()
 t0 = time.perf_counter()
-prof.enable()
+if PROFILE:
+    prof.enable()
 jfn(x).float().sum().backward()
 if device == "cuda":
     torch.cuda.synchronize()
 prof.disable()
 first = time.perf_counter() - t0
-print(f"first call ({strategy}, {executor}, {layers} layers, {device}): {first:.2f} s")
+print(f"first call ({strategy}, {executor}, {layers} layers, {device}{', under cProfile' if PROFILE else ''}): {first:.2f} s")
 named = 0.0
 for rec in jfn.compilations():
     t = rec.timings()
@@ -50,6 +55,7 @@ for rec in jfn.compilations():
         print(f"      region {name}: {seconds or 0:.2f} s")
     named += (t["capture"] or 0) + (t["wall"] or 0)
 print(f"  named by the records: {named:.2f} s; the rest ({first - named:.2f} s): Dynamo tracing, running, autograd")
-s = io.StringIO()
-pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(35)
-print(s.getvalue()[-7000:])
+if PROFILE:
+    s = io.StringIO()
+    pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(35)
+    print(s.getvalue()[-7000:])

@@ -33,7 +33,8 @@ class CompilationRecord:
     compiled: object = None  # the CompiledProgram (None: Thunder's programs, or compiling failed)
     notes: list[str] = field(default_factory=list)  # the run stage's own notes on this part
     graphs: object = None  # cuda_graphs=True on CUDA: the GraphedRun that replays it
-    capture_seconds: float = 0.0  # AOTAutograd's share of this part
+    capture_seconds: float = 0.0  # AOTAutograd's capture (joint graph, partition): the forward's; 0 for a backward,
+    # whose graph came out of the forward's capture
     compile_wall_seconds: float = 0.0  # passes + executor + scratch measurement, wall clock
     scratch_seconds: float = 0.0  # measuring the ops' scratch (runtime/op_scratch.py), part of the wall time
 
