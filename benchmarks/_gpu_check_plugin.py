@@ -56,14 +56,14 @@ def longest_first(items: list, seconds: dict) -> list:
     """``items`` with the longest scopes first (the sum of their items' known seconds), each scope's items together
     in their collected order: the longest-processing-time-first rule, so the run does not end waiting on one long
     item that started last."""
+    scopes = [scope_of(item) for item in items]
     totals: dict[str, float] = {}
-    for item in items:
-        scope = scope_of(item)
+    first_seen: dict[str, int] = {}
+    for i, (item, scope) in enumerate(zip(items, scopes)):
         totals[scope] = totals.get(scope, 0.0) + seconds.get(item.nodeid.split("@")[0], UNKNOWN_SECONDS)
-    first_seen = {}
-    for i, item in enumerate(items):
-        first_seen.setdefault(scope_of(item), i)
-    return sorted(items, key=lambda it: (-totals[scope_of(it)], first_seen[scope_of(it)]))
+        first_seen.setdefault(scope, i)
+    order = sorted(range(len(items)), key=lambda i: (-totals[scopes[i]], first_seen[scopes[i]], i))
+    return [items[i] for i in order]
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -158,8 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"steady_interleaved: {len(configs)} configurations in one process on {device} ({size}, {args.layers} "
           f"layers, {args.rounds} rounds), commit {git['commit']}{' (dirty)' if git['dirty'] else ''}", flush=True)
     result = measure(configs, device, size, args.layers, args.rounds, log=lambda m: print(m, flush=True))
+    import bench
+
     gpu = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    slug = "".join(c for c in gpu.lower().replace("nvidia", "").split()[0] if c.isalnum()) if device == "cuda" else "cpu"
+    slug = bench._slug(gpu)  # the device part of bench.py's result names
     result.update({"kind": "steady-interleaved", "device": gpu, "size": size, "layers": args.layers,
                    "rounds": args.rounds, "measured_at": datetime.datetime.now().isoformat(timespec="seconds"),
                    **git, "env": environment(with_gpu=device == "cuda")})
