@@ -31,7 +31,7 @@ pytestmark = pytest.mark.gpu
 STRATEGIES = ("dataflow", "horizontal", "memory")
 CASES = [(w, "eager", "none") for w in WORKLOADS]
 CASES += [(w, ex, s) for w in WORKLOADS for ex in ("eager", "inductor", "nvfuser") for s in STRATEGIES]
-CASES += [(w, ex, "layers") for w in WORKLOADS for ex in ("eager", "inductor")]  # nvFuser refuses layers
+CASES += [(w, ex, "layers") for w in WORKLOADS for ex in ("eager", "inductor", "nvfuser")]
 LOG = os.environ.get("TRACE_LAB_GPU_LOG")
 
 

@@ -33,13 +33,13 @@ if unavailable_reason() is not None:
 
 _load_passes()
 HAVE_FUSION_PASS = "fusion" in PASSES
-# "none" makes no region, so nothing reaches nvFuser: that strategy is the eager program; "layers" needs an
-# executor that compiles matmuls inside a region (refused for nvFuser: tests/test_layers_strategy.py)
-STRATEGIES = tuple(s for s in FUSION_STRATEGIES if s not in ("none", "layers")) if HAVE_FUSION_PASS else ()
+# "none" makes no region, so nothing reaches nvFuser: that strategy is the eager program
+STRATEGIES = tuple(s for s in FUSION_STRATEGIES if s != "none") if HAVE_FUSION_PASS else ()
 # every strategy at the small size is tests/test_gpu_workloads.py's matrix (through inspect); here: one
 # program-sized region per workload, and the full sizes of two workloads
 CASES = [(w, "whole", "small") for w in WORKLOADS]
-CASES += [("llama2", s, "full") for s in ("whole",) + STRATEGIES[-1:]]  # adam_step full: 320 s of one 200-param fusion
+CASES += [("llama2", s, "full") for s in ("whole", "memory", "layers") if s == "whole" or s in STRATEGIES]
+# (adam_step full: 320 s of one 200-param fusion)
 LOG = os.environ.get("TRACE_LAB_NVFUSER_LOG")
 
 

@@ -144,3 +144,32 @@ def test_index_math_stays_in_torch_and_the_rest_fuses():
     fd = build_definition(fused[0], nvfuser_mock)
     got = RegionProgram(gm, steps, {id(fused[0]): fd.execute}, multi=False)(s, pos)
     torch.testing.assert_close(got, _causal_scores(s, pos))
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["fwd", "fwd+bwd"])
+@pytest.mark.parametrize("case", ["rms_mlp", "attention"])
+def test_a_layers_region_holds_its_matmuls_in_one_definition(case, backward):
+    """Under fusion="layers" (``library=True``) mm/bmm join the definition: the region splits only where a
+    non-table op sits, and what it computes is the graph's (f32: to reassociation error)."""
+    from trace_lab.executors.nvfuser_ops import fusible_reason
+
+    fn, make = CASES[case]
+    fn = _with_grad(fn) if backward else fn
+    torch.manual_seed(0)
+    inputs = make(torch.float32)
+    gm = _graph(fn, inputs)
+    matmuls = {torch.ops.aten.mm.default, torch.ops.aten.bmm.default}
+    glue_steps, _ = split_region(gm, lambda n: fusible_reason(n, index_math=False))
+    steps, _ = split_region(gm, lambda n: fusible_reason(n, index_math=False, library=True))
+    assert any(k == "torch" and x.target in matmuls for k, x in glue_steps)  # the glue strategies leave them out
+    assert not any(k == "torch" and x.target in matmuls for k, x in steps)
+    segs = [s for k, s in steps if k == "fuse"]
+    assert len(segs) <= len([s for k, s in glue_steps if k == "fuse"])
+    assert any(n.target in matmuls for s in segs for n in s.ops)
+    runners = {id(s): (lambda ins, fd=build_definition(s, nvfuser_mock.module): fd.execute(ins)) for s in segs}
+    got = RegionProgram(gm, steps, runners, multi=True)(*[t.clone() for t in inputs])
+    want = gm(*[t.clone() for t in inputs])
+    want = want if isinstance(want, (list, tuple)) else [want]
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)

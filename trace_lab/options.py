@@ -228,16 +228,6 @@ def check_option(name: str, value, as_flag: bool = False):
     raise OptionError(f"{shown}: {why}")
 
 
-def check_together(options, as_flag: bool = False) -> None:
-    """An OptionError for values that are each valid but not together: ``fusion="layers"`` compiles each layer's
-    matmuls inside its region, which trace_lab's nvFuser regions do not take."""
-    if getattr(options, "fusion", None) == "layers" and getattr(options, "executor", None) == "nvfuser":
-        shown = "--fusion layers with --executor nvfuser" if as_flag else "fusion='layers' with executor='nvfuser'"
-        raise OptionError(f"{shown}: a layer's region holds its matmuls, and trace_lab's nvFuser regions leave "
-                          f"matmuls to library calls; use executor inductor (or auto, which picks Inductor for "
-                          f"layers) or another fusion strategy")
-
-
 def check_names(given, surface: str, who: str) -> None:
     """An UnknownOptionError (a TypeError) for names in ``given`` that ``surface`` does not offer:
     each with the closest known name, or the surfaces that do offer it."""
@@ -263,7 +253,6 @@ def options_class(cls_name: str, surface: str, doc: str, defaults: dict | None =
     def __post_init__(self):
         for n in names(surface):
             check_option(n, getattr(self, n), as_flag=surface == "cell")
-        check_together(self, as_flag=surface == "cell")
 
     def to_dict(self) -> dict:
         return asdict(self)

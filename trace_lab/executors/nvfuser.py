@@ -2,7 +2,8 @@
 
 A region (``call_module`` node from a fusion pass) is split by
 :mod:`.nvfuser_region` into segments the op table (:mod:`.nvfuser_ops`) can
-translate and torch steps for the rest (matmuls, attention, ...). Each segment
+translate and torch steps for the rest (attention, RNG, ...); a layer's region
+(``fusion="layers"``) also hands its matmuls to nvFuser (``can_compile``). Each segment
 becomes a ``nvfuser_direct.FusionDefinition``, compiled ahead of the first run
 on placeholder inputs of the recorded layouts, so ``compile_seconds`` holds the
 whole cost and the first iteration runs compiled code.
@@ -115,6 +116,7 @@ def _torch_segment(seg: Segment):
 @register("nvfuser")
 class NvFuserExecutor(Executor):
     materializes_regions = False
+    compiles_library_ops = True  # a layer's region (fusion="layers") holds its matmuls: fd.ops.matmul
 
     def __init__(self, fusion_cache: bool = True, keep_definitions: bool = False, verify: bool = False,
                  contiguous_inputs: bool = False, index_math: bool = False):
@@ -146,6 +148,13 @@ class NvFuserExecutor(Executor):
 
     def can_fuse(self, node: fx.Node) -> bool:
         return self.fusible_reason(node) is None
+
+    def compile_reason(self, node: fx.Node) -> str | None:
+        """Why ``node`` cannot be part of a definition inside a region (None: it can); matmuls can."""
+        return fusible_reason(node, index_math=self.index_math, library=True)
+
+    def can_compile(self, node: fx.Node) -> bool:
+        return self.compile_reason(node) is None
 
     def fuse_reason(self, node: fx.Node) -> str | None:
         return self.fusible_reason(node)
@@ -232,7 +241,8 @@ class NvFuserExecutor(Executor):
         gm = trace.gm.get_submodule(node.target)
         plan = plan_record(node)
         name = plan.name
-        steps, split_notes = split_region(gm, self.fusible_reason)
+        # a region holds matmuls only where the strategy put them there (fusion="layers")
+        steps, split_notes = split_region(gm, self.compile_reason)
         notes.extend(f"{name}: {n}" for n in split_notes)
         runners: dict[int, object] = {}
         seg_entries, fds = [], []

@@ -299,6 +299,13 @@ def _copy_(b: Builder, n: fx.Node):
     return v
 
 
+def _matmul(b: Builder, n: fx.Node):
+    """``mm`` / ``bmm`` as nvFuser's ``matmul``: computed in the inputs' dtype, as aten does (no upcast; nvFuser
+    hands a matmul segment to ATen's kernel through its expression evaluator by default)."""
+    x, y = (b.values[a] for a in n.args[:2])
+    return b.fd.ops.matmul(x, y)
+
+
 # --------------------------------------------------------------------------------------
 # Checks (per call: arguments the builder does not handle)
 # --------------------------------------------------------------------------------------
@@ -322,3 +329,17 @@ def _check_copy_(n):
 
 def _check_layer_norm(n):
     return None if len(n.args) >= 5 else "native_layer_norm without eps"
+
+
+_MATMUL_RANKS = {"mm": 2, "bmm": 3}
+
+
+def _check_matmul(n):
+    """A matmul nvFuser takes as a library call: two tensors of one floating dtype, the result of that dtype."""
+    a, b, out = _val(n.args[0]), _val(n.args[1]), _out(n)
+    rank = _MATMUL_RANKS[n.target.overloadpacket.__name__]
+    if not all(isinstance(t, torch.Tensor) for t in (a, b)) or a.dim() != rank or b.dim() != rank:
+        return f"needs two {rank}-d tensors"
+    if not (a.dtype == b.dtype == out.dtype) or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return f"inputs {a.dtype}/{b.dtype} -> {out.dtype} (one floating dtype: f32, f16 or bf16)"
+    return None

@@ -3,8 +3,13 @@
 :data:`FUSIBLE` is the ONE table: ``aten overload -> OpEntry(build, check)``.
 ``fusible_reason(node)`` (what ``NvFuserExecutor.can_fuse`` and the region
 splitter consult) answers from it alone: ``None`` when the node can join an
-nvFuser definition, else the reason it cannot. Matmuls, attention, RNG, index
-ops and anything else absent here run through torch between fusions.
+nvFuser definition, else the reason it cannot. Attention, RNG, index ops and
+anything else absent here run through torch between fusions. :data:`LIBRARY`
+holds the matmuls (``mm``, ``bmm``): an nvFuser definition takes them
+(``fd.ops.matmul``; nvFuser runs them through ATen's kernel), but only where a
+region is meant to hold its matmuls, a layer's region under ``fusion="layers"``
+(``fusible_reason(node, library=True)``: ``NvFuserExecutor.can_compile``); the
+other strategies fuse the memory-bound glue between them.
 
 Builders follow aten semantics exactly rather than nvFuser's own promotion
 rules: each op computes in its *computation dtype* (f32 for bf16/f16 results,
@@ -33,9 +38,9 @@ from .nvfuser_lowerings import (_binary, _cast, _check_copy_, _check_div, _check
                                 _compare, _copy_, _copy_like, _div, _expand, _fma, _full, _gelu, _gelu_backward,
                                 _identity, _layer_norm, _logical, _not, _permute, _pow_scalar_base, _reduce, _reshape,
                                 _silu_backward, _softmax, _softmax_backward, _squeeze, _transpose2d, _unary,
-                                _unsqueeze, _where)
+                                _unsqueeze, _where, _matmul, _check_matmul)
 
-__all__ = ["OpEntry", "FUSIBLE", "LATE_ENTRIES", "table_entry", "fusible_reason", "Builder", "METADATA_OPS", "SUPPORTED_DTYPES"]
+__all__ = ["OpEntry", "FUSIBLE", "LIBRARY", "LATE_ENTRIES", "table_entry", "fusible_reason", "Builder", "METADATA_OPS", "SUPPORTED_DTYPES"]
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -114,6 +119,9 @@ _add([aten.gelu_backward.default], _gelu_backward,
 _add([aten.silu_backward.default], _silu_backward)
 _add([aten.full.default, aten.scalar_tensor.default], _full)
 
+# Library ops a definition takes only inside a region meant to hold them (a layer's, fusion="layers")
+LIBRARY: dict = {aten.mm.default: OpEntry(_matmul, _check_matmul), aten.bmm.default: OpEntry(_matmul, _check_matmul)}
+
 # Ops that only move metadata: a segment made of these alone stays in torch (views are free there).
 METADATA_OPS = frozenset({aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.permute.default,
                           aten.t.default, aten.expand.default, aten.unsqueeze.default, aten.squeeze.dims,
@@ -132,20 +140,22 @@ def _tensors(x):
 
 
 def table_entry(target) -> OpEntry | None:
-    entry = FUSIBLE.get(target)
+    entry = FUSIBLE.get(target) or LIBRARY.get(target)
     if entry is None and isinstance(target, torch._ops.OpOverload) and str(target) in LATE_ENTRIES:
         entry = FUSIBLE[target] = LATE_ENTRIES[str(target)]
     return entry
 
 
-def fusible_reason(node: fx.Node, index_math: bool = True) -> str | None:
+def fusible_reason(node: fx.Node, index_math: bool = True, library: bool = False) -> str | None:
     """None when ``node`` can be part of an nvFuser definition, else why not (one line).
 
     ``index_math=False`` keeps ops with integer or bool results (masks built from
-    ``arange``) in torch.
+    ``arange``) in torch. ``library=True`` also takes the matmuls of :data:`LIBRARY`.
     """
     if node.op != "call_function" or node.target is operator.getitem:
         return f"{node.op} {node.target} is not an aten op"
+    if node.target in LIBRARY and not library:
+        return f"{node.target} is a library op (runs through torch between fusions; fusion='layers' compiles it)"
     entry = table_entry(node.target)
     if entry is None:
         return f"{node.target} is not in the nvFuser op table (runs through torch)"
