@@ -12,7 +12,6 @@ import torch
 import trace_lab
 from examples.llama import LlamaStack
 from fusion_support import SCALAR_SLACK, captured
-from trace_lab.options import OptionError
 from trace_lab.executors.inductor import InductorExecutor
 from trace_lab.passes.fusion import plan_units
 from trace_lab.passes.layers import layer_of
@@ -147,23 +146,36 @@ def test_without_numbered_layers_it_is_the_dataflow_strategy():
         assert [(u.nodes, u.fused) for u in layers] == [(u.nodes, u.fused) for u in dataflow]
 
 
-def test_nvfuser_is_refused_and_auto_picks_inductor():
-    with pytest.raises(OptionError, match="fusion='layers' with executor='nvfuser'.*matmuls"):
-        trace_lab.jit(lambda x: x, fusion="layers", executor="nvfuser")
-    from trace_lab.notebook.runner import RunOptions  # a cell's options: the message names the magic's flags
+def test_nvfuser_takes_a_layers_matmuls_and_auto_picks_inductor():
+    """nvFuser compiles a layer's matmuls (``can_compile``) but does not fuse them in the glue strategies
+    (``can_fuse``); the options accept the pair, and ``executor="auto"`` still picks Inductor for layers."""
+    from trace_lab.executors.base import strategies_for
+    from trace_lab.executors.nvfuser_ops import fusible_reason
+    from trace_lab.notebook.runner import RunOptions
 
-    with pytest.raises(OptionError, match="--fusion layers with --executor nvfuser"):
-        RunOptions(fusion="layers", executor="nvfuser")
+    trace_lab.jit(lambda x: x, fusion="layers", executor="nvfuser")  # no OptionError
+    RunOptions(fusion="layers", executor="nvfuser")
+    assert "layers" in strategies_for("nvfuser")
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    shapes = ((4, 8), (8, 3), (2, 4, 5), (2, 5, 6))  # meta tensors: as fusible as on a GPU
+    gm = make_fx(lambda a, b, q, k: (a @ b, torch.bmm(q, k)))(
+        *[torch.empty(sh, dtype=torch.bfloat16, device="meta") for sh in shapes])
+    mms = [n for n in gm.graph.nodes if n.op == "call_function"]
+    assert {n.target for n in mms} == {torch.ops.aten.mm.default, torch.ops.aten.bmm.default}
+    for n in mms:
+        assert fusible_reason(n, index_math=False, library=True) is None, fusible_reason(n, library=True)
+        assert "library op" in fusible_reason(n, index_math=False)
     name, why = resolve_run_executor(Options(fusion="layers"), torch.device("cuda"))
     assert name == "inductor" and "layers" in why
     assert resolve_run_executor(Options(fusion="layers", executor="eager"), torch.device("cuda"))[0] == "eager"
+    assert resolve_run_executor(Options(fusion="layers", executor="nvfuser"), torch.device("cuda"))[0] == "nvfuser"
 
 
-def test_predict_leaves_layers_out_for_an_executor_that_cannot_run_it():
+def test_predict_runs_layers_for_an_executor_that_compiles_matmuls():
     from trace_lab.executors.base import strategies_for
 
     assert "layers" in strategies_for("inductor") and "layers" in strategies_for("eager")
-    assert "layers" not in strategies_for("nvfuser")
     torch.manual_seed(0)
     model = LlamaStack(layers=2, dim=32, heads=2)
     pred = trace_lab.predict(model, torch.randn(2, 16, 32), strategies=["layers", "dataflow"], device="cpu",

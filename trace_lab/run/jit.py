@@ -332,8 +332,9 @@ def _warm_inductor_workers(options: Options) -> None:
 
 def resolve_run_executor(options: Options, device: torch.device) -> tuple[str, str]:
     """(executor name, one-line reason) for a jit's options on a device: ``executor="auto"`` with
-    ``fusion="layers"`` is Inductor (a layer's region holds its matmuls; nvFuser's regions here do not take
-    them), otherwise :func:`resolve_executor`'s choice."""
+    ``fusion="layers"`` is Inductor (a layer's region holds its matmuls; nvFuser takes them too, but on the H100
+    a layer per nvFuser definition ran no faster than dataflow + nvFuser: BENCHMARKS.md, 2026-11-28), otherwise
+    :func:`resolve_executor`'s choice."""
     if options.executor == "auto" and resolve_fusion(options.fusion, device)[0] == "layers":
         return "inductor", ("auto: fusion=layers compiles each layer's matmuls inside its region, which Inductor "
                             "does; using Inductor")
