@@ -446,7 +446,12 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=0.0,
                     help="seconds for the whole run: a configuration is not started if it would likely overrun, "
                          "and none runs past it (0: no budget)")
+    ap.add_argument("--nccl-high-priority", action="store_true",
+                    help="NCCL's streams at high priority (TORCH_NCCL_HIGH_PRIORITY=1 in the ranks): a collective's "
+                         "blocks are scheduled before queued compute blocks as SMs free up")
     args = ap.parse_args(argv)
+    if args.nccl_high_priority:  # the spawned ranks inherit it; ProcessGroupNCCL reads it when it makes its streams
+        os.environ["TORCH_NCCL_HIGH_PRIORITY"] = "1"
     if args.repeat < 1:
         raise SystemExit("--repeat needs at least 1")
     # rounds over the whole list, so repeats of one configuration are spread over the run
@@ -460,7 +465,7 @@ def main(argv=None):
     name = args.name or f"fsdp_{datetime.date.today().isoformat()}_{slug}"
     header = (f"FSDP benchmark: {args.layers} layers, d={args.dim}, heads={args.heads}, seq={args.seq}, "
               f"batch/rank={args.batch}, {args.dtype}, {args.nproc} x {dev}, executor={args.executor}, "
-              f"torch {torch.__version__}")
+              f"torch {torch.__version__}" + (", NCCL streams at high priority" if args.nccl_high_priority else ""))
     from _results import git_commit
 
     git = git_commit()
