@@ -40,7 +40,9 @@ def test_can_fuse_agrees_with_the_table():
         seen.add(n.target)
         assert (fusible_reason(n) is None) == (n.target in FUSIBLE), (n.target, fusible_reason(n))
     assert aten.mm.default in seen and aten.mm.default not in FUSIBLE
-    assert "not in the nvFuser op table" in fusible_reason(next(n for n in gm.graph.nodes if n.target == aten.mm.default))
+    mm = next(n for n in gm.graph.nodes if n.target == aten.mm.default)
+    assert "library op" in fusible_reason(mm)  # glue strategies: between regions; a layer's region takes it
+    assert fusible_reason(mm, library=True) is None
 
 
 def test_cpu_results_do_not_fuse():
