@@ -108,20 +108,22 @@ def test_workload_matches_eager(name, strategy, size, strategy_pass):
 
 @pytest.mark.parametrize("strategy", ["dataflow", "layers"])
 def test_cache_builds_each_layer_once(strategy):
-    """4 identical layers: with the cache on, definitions are built as for 2 layers (8 layers took 208 s); off,
-    every region builds its own. (A region holding the whole program is one definition since nvFuser takes the
+    """4 identical layers: with the cache on, definitions are built as for 2 layers (8 layers took 208 s) and the
+    repeats are hits; off (dataflow), every region builds its own. (A region holding the whole program is one definition since nvFuser takes the
     matmuls a region holds: its segments no longer repeat per layer, so the strategies' regions are used here.)"""
     from examples.workloads import make_llama
 
     built = {}
-    for layers, cache in ((2, True), (4, True), (4, False)):
+    runs = ((2, True), (4, True), (4, False)) if strategy == "dataflow" else ((2, True), (4, True))  # (GPU check time)
+    for layers, cache in runs:
         model, (x,) = make_llama(layers)("cuda", "small")
         jfn = jit(model, fusion=strategy, executor="nvfuser", fusion_cache=cache)
         jfn(x).sum().backward()
         ex = jfn._executors["nvfuser"]
         built[(layers, cache)] = (ex.misses, ex.hits)
-    assert built[(4, True)][0] == built[(2, True)][0], built
-    assert built[(4, False)][0] > built[(4, True)][0] and built[(4, False)][1] == 0, built
+    assert built[(4, True)][0] == built[(2, True)][0] and built[(4, True)][1] > built[(2, True)][1], built
+    if (4, False) in built:
+        assert built[(4, False)][0] > built[(4, True)][0] and built[(4, False)][1] == 0, built
 
 
 def test_definition_text_on_request(strategy_pass):
