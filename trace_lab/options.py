@@ -81,7 +81,7 @@ SCHEMA: tuple[Option, ...] = (
            help="fusion strategy: none (one kernel per op), dataflow (producer/consumer chains), horizontal "
                 "(Thunder's greedy grouping; raises peak memory), memory (fuse only where the predicted peak does "
                 "not rise), layers (regional compilation: each repeated layer one region, its matmuls included, "
-                "compiled once; Inductor or eager), auto (dataflow on CUDA, none on CPU: the choice that is not slower than eager "
+                "compiled once; Inductor, eager or nvFuser; auto picks Inductor), auto (dataflow on CUDA, none on CPU: the choice that is not slower than eager "
                 "PyTorch). Default: auto."),
     Option("executor", str, "auto", stage="executor", surfaces=_COMPILE | {"widget"},
            choices=("auto", "eager", "inductor", "nvfuser"), flag_default=None,
