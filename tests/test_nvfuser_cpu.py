@@ -186,3 +186,17 @@ def test_a_region_that_only_writes_its_inputs_runs_and_returns_nothing():
     expected = p - 0.1 * g
     assert program(p, g) == ()
     torch.testing.assert_close(p, expected)
+
+
+def test_a_matmul_nvfuser_cannot_take_says_why():
+    """Inside a layer's region (``library=True``): a floating mm/bmm joins the definition, an integer one stays in
+    torch with the reason."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def mms(dtype):
+        gm = make_fx(lambda a, b: a @ b)(*[torch.ones(4, 4, dtype=dtype, device="meta") for _ in range(2)])
+        return next(n for n in gm.graph.nodes if n.target == aten.mm.default)
+
+    assert fusible_reason(mms(torch.bfloat16), library=True) is None
+    why = fusible_reason(mms(torch.int64), library=True)
+    assert why is not None and "one floating dtype" in why, why
