@@ -2,7 +2,7 @@
 
 Two tiers (README, "Tests"; docs/testing.md). ``python3 dev.py test`` runs the CI tier: everything but the tests
 marked ``full``, which pytest deselects. ``--full`` runs them too (the
-whole suite, ``python3 dev.py test --full``), and the GPU check (``python3 dev.py gpu-check``, 12 workers on
+whole suite, ``python3 dev.py test --full``), and the GPU check (``python3 dev.py gpu-check``, ``--workers 10`` on
 the 16-core GPU host) selects those that are not browser tests with ``--full -m "(gpu or teaching) or (full and
 not browser)"`` (it has no Chromium: the browser tests of the full tier run only in ``dev.py test --full``). A test gets the mark where
 it is defined (the OpInfo subset's full sweep, tests/test_opinfo_corpus.py) or from :data:`FULL` below.
