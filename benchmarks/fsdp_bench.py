@@ -31,7 +31,9 @@ and ``fsdp2+compile`` (the same, then ``torch.compile``), at the same model, bat
 dtype; their rows have iteration time, first step and peak (no wait-stall measurement:
 that needs trace_lab's wait hook).
 
-Targets (issue 27; issue 6 asked 80%): with sorting on, >= 90% of all-gather time hidden; iteration
+Targets (issue 27; issue 6 asked 80%): with sorting on, >= 90% of all-gather time hidden (each wait's stall the
+least over the ranks, comm_measure's ``total_min_over_ranks``: a rank's own stall also counts waiting for a late
+peer; rank 0's own figure is shown beside it); iteration
 time >= 10% lower than with sorting off when communication is >= 10% of the
 step. The script prints whether each is met and by how much.
 
@@ -287,9 +289,7 @@ def combine_repeats(rows: list[dict]) -> list[dict]:
 
     Times and stalls are medians over the repeats; the hidden fractions are recomputed
     from the median stall and intrinsic times; ``repeats`` keeps each repeat's iteration
-    time and all-gather hidden fraction so the spread shows in the table."""
-    from trace_lab.distributed.comm_measure import KINDS
-
+    time and all-gather hidden fractions so the spread shows in the table."""
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r["config"], []).append(r)
@@ -299,6 +299,7 @@ def combine_repeats(rows: list[dict]) -> list[dict]:
         row["repeats"] = [{"iter_seconds": r["iter_seconds"],
                            "all_gather_hidden_fraction": r["comm"]["total"]["all_gather_hidden_fraction"]
                            if r["comm"] else None,
+                           "all_gather_hidden_fraction_min_over_ranks": _hidden_min_over_ranks(r),
                            "all_gather_stall_seconds": r["comm"]["total"]["stall_seconds"]["all_gather"]
                            if r["comm"] else None}
                           for r in rs]
@@ -309,18 +310,9 @@ def combine_repeats(rows: list[dict]) -> list[dict]:
                                               if r["measured_peak_bytes"] is not None), default=None)
             row["first_step_seconds"] = _median_or_none([r["first_step_seconds"] for r in rs])
         elif len(rs) > 1:
-            totals = [r["comm"]["total"] for r in rs]
-            total = dict(totals[0])
-            for key in ("stall_seconds", "intrinsic_seconds"):
-                total[key] = {k: statistics.median(t[key][k] for t in totals) for k in KINDS}
-            for key in ("exposed_comm_seconds", "intrinsic_comm_seconds"):
-                total[key] = statistics.median(t[key] for t in totals)
-            ag_stall, ag_intr = total["stall_seconds"]["all_gather"], total["intrinsic_seconds"]["all_gather"]
-            all_stall, all_intr = sum(total["stall_seconds"].values()), sum(total["intrinsic_seconds"].values())
-            total["all_gather_hidden_fraction"] = (min(1.0, max(0.0, 1 - ag_stall / ag_intr)) if ag_intr > 0
-                                                   else None)
-            total["hidden_fraction"] = min(1.0, max(0.0, 1 - all_stall / all_intr)) if all_intr > 0 else None
-            row["comm"] = dict(rs[0]["comm"], total=total)
+            row["comm"] = dict(rs[0]["comm"], total=_median_totals([r["comm"]["total"] for r in rs]))
+            peer_free = [r["comm"].get("total_min_over_ranks") for r in rs]
+            row["comm"]["total_min_over_ranks"] = (_median_totals(peer_free) if all(peer_free) else None)
             row["iter_seconds"] = statistics.median(r["iter_seconds"] for r in rs)
             row["iter_all"] = [t for r in rs for t in r["iter_all"]]
             row["measured_peak_bytes"] = max((r["measured_peak_bytes"] for r in rs
@@ -328,6 +320,28 @@ def combine_repeats(rows: list[dict]) -> list[dict]:
             row["first_step_seconds"] = _median_or_none([r["first_step_seconds"] for r in rs])
         out.append(row)
     return out
+
+
+def _median_totals(totals: list[dict]) -> dict:
+    """Medians of several repeats' ``comm`` totals; the hidden fractions recomputed from the median times."""
+    from trace_lab.distributed.comm_measure import KINDS
+
+    total = dict(totals[0])
+    for key in ("stall_seconds", "intrinsic_seconds"):
+        total[key] = {k: statistics.median(t[key][k] for t in totals) for k in KINDS}
+    for key in ("exposed_comm_seconds", "intrinsic_comm_seconds"):
+        total[key] = statistics.median(t[key] for t in totals)
+    ag_stall, ag_intr = total["stall_seconds"]["all_gather"], total["intrinsic_seconds"]["all_gather"]
+    all_stall, all_intr = sum(total["stall_seconds"].values()), sum(total["intrinsic_seconds"].values())
+    total["all_gather_hidden_fraction"] = min(1.0, max(0.0, 1 - ag_stall / ag_intr)) if ag_intr > 0 else None
+    total["hidden_fraction"] = min(1.0, max(0.0, 1 - all_stall / all_intr)) if all_intr > 0 else None
+    return total
+
+
+def _hidden_min_over_ranks(row: dict):
+    """All-gather hidden with each wait's stall the least over the ranks (comm_measure: no waiting for a peer)."""
+    total = (row.get("comm") or {}).get("total_min_over_ranks")
+    return total["all_gather_hidden_fraction"] if total else None
 
 
 def _spread(values, fmt) -> str:
@@ -342,7 +356,8 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
     range over repeats in parentheses)."""
     rows = combine_repeats(rows)
     head = ("config", "inflight", "n", "iter ms", "exposed ms", "AG stall ms", "AG intrinsic ms", "comm intr. ms",
-            "AG hidden", "comm hidden", "peak MiB", "pred. peak fw/bw MiB", "prof. AG hidden*", "est. AG hidden")
+            "AG hidden", "AG hidden, rank 0", "comm hidden", "peak MiB", "pred. peak fw/bw MiB", "prof. AG hidden*",
+            "est. AG hidden")
     table = [head]
     mib = (lambda b: "-" if b is None else f"{b / 2**20:.0f}")
     for r in rows:
@@ -350,7 +365,7 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
         if r["comm"] is None:  # PyTorch's FSDP2: no wait hook to measure stalls with
             table.append((r["config"], "-", str(max(len(reps), 1)),
                           _ms(r["iter_seconds"]) + _spread([x["iter_seconds"] for x in reps], _ms),
-                          *["-"] * 6, mib(r["measured_peak_bytes"]), "-", "-", "-"))
+                          *["-"] * 7, mib(r["measured_peak_bytes"]), "-", "-", "-"))
             continue
         t = r["comm"]["total"]
         lanes = r.get("profiler_lanes") or {}
@@ -359,6 +374,8 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
                       _ms(t["exposed_comm_seconds"]),
                       _ms(t["stall_seconds"]["all_gather"]), _ms(t["intrinsic_seconds"]["all_gather"]),
                       _ms(t["intrinsic_comm_seconds"]),
+                      _pct(_hidden_min_over_ranks(r))
+                      + _spread([x["all_gather_hidden_fraction_min_over_ranks"] for x in reps], _pct),
                       _pct(t["all_gather_hidden_fraction"])
                       + _spread([x["all_gather_hidden_fraction"] for x in reps], _pct),
                       _pct(t["hidden_fraction"]), mib(r["measured_peak_bytes"]),
@@ -370,18 +387,26 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
     text += ("\nmeasured: exposed = stall of the compute stream at the waits (CUDA events around each wait_tensor); "
              "intrinsic = each collective replayed alone (barrier + sync, queued behind a sleep kernel so only "
              "device time counts; median, min over ranks); n = repeats (medians; range in parentheses); "
-             "AG hidden = 1 - AG stall / AG intrinsic. The targets use these."
+             "AG hidden = 1 - AG stall / AG intrinsic, each wait's stall the least over the ranks (the rank that "
+             "reached it last waited for the transfer, not for a peer); AG hidden, rank 0 = the same with rank 0's "
+             "stalls (they also count rank 0 waiting for its peer); exposed and stall columns are rank 0's. "
+             "The targets use AG hidden."
              "\n* profiler lanes: NCCL kernel durations, which include spinning until the peer rank arrives; "
              "secondary, understates hiding.")
     verdicts = []
     for mode in ("zero2", "zero3"):
         off = next((r for r in rows if r["mode"] == mode and not r["sort_waits"]), None)
         for on in (r for r in rows if r["mode"] == mode and r["sort_waits"]):
-            h = on["comm"]["total"]["all_gather_hidden_fraction"]
+            h, h0 = _hidden_min_over_ranks(on), on["comm"]["total"]["all_gather_hidden_fraction"]
             if h is not None:
-                verdicts.append(f"{on['config']}: all-gather hidden {_pct(h)} (measured; target >= 90%): "
+                verdicts.append(f"{on['config']}: all-gather hidden {_pct(h)} (measured, each wait's least stall over "
+                                f"the ranks; rank 0's alone {_pct(h0)}; target >= 90%): "
                                 + ("MET" if h >= HIDDEN_TARGET else "NOT MET")
                                 + f" by {100 * (h - HIDDEN_TARGET):+.1f} points")
+            elif h0 is not None:
+                verdicts.append(f"{on['config']}: all-gather hidden {_pct(h0)} (measured, rank 0; one rank: no peer "
+                                f"to separate; target >= 90%): " + ("MET" if h0 >= HIDDEN_TARGET else "NOT MET")
+                                + f" by {100 * (h0 - HIDDEN_TARGET):+.1f} points")
             if off:
                 # calibration-free view: with sorting off every wait follows its gather, so that run's stall
                 # is the exposed all-gather time; the share of it sorting removes needs no replayed timings
@@ -498,8 +523,8 @@ def main(argv=None):
                                                                 for r in run.results})
                 t = (rows[-1]["comm"] or {}).get("total") or {}
                 print(f"{tag}: iter {_ms(rows[-1]['iter_seconds'])} ms, exposed {_ms(t.get('exposed_comm_seconds'))} "
-                      f"ms, AG hidden {_pct(t.get('all_gather_hidden_fraction'))} ({time.perf_counter() - t0:.0f} s)",
-                      flush=True)
+                      f"ms, AG hidden {_pct(_hidden_min_over_ranks(rows[-1]))} (rank 0's stalls: "
+                      f"{_pct(t.get('all_gather_hidden_fraction'))}) ({time.perf_counter() - t0:.0f} s)", flush=True)
             except Exception as e:  # noqa: BLE001 - one configuration failing must not lose the others
                 text = str(e).strip()
                 errors.append({"config": config["name"], "status": "FAILED",

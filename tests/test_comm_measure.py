@@ -122,6 +122,21 @@ def test_one_stall_per_executed_wait_and_finite_fractions(runs, config):
         assert comm["iter_seconds"] == 0.5 and len(comm["instrumented_step_seconds"]) == 2
 
 
+@pytest.mark.parametrize("config", [("zero3", True), ("zero2", False)])
+def test_the_peer_free_stall_is_each_waits_least_over_the_ranks(runs, config):
+    """Both ranks compute the same peer-free total, and no wait's stall in it exceeds either rank's own."""
+    mine = [v["configs"][config]["comm"] for v in runs]
+    free = [c["total_min_over_ranks"] for c in mine]
+    assert free[0] is not None and free[0] == free[1]
+    for c in mine:
+        for kind, stall in free[0]["stall_seconds"].items():
+            assert 0.0 <= stall <= c["total"]["stall_seconds"][kind] + 1e-12, (kind, stall)
+        assert free[0]["intrinsic_seconds"] == c["total"]["intrinsic_seconds"]
+        assert free[0]["waits"] == c["total"]["waits"]
+    ranks = [[w["stall_seconds"] for w in c["waits"]] for c in mine]
+    assert free[0]["exposed_comm_seconds"] == pytest.approx(sum(map(min, zip(*ranks))) / 2)  # 2 steps
+
+
 def test_multi_process_report_timeline_carries_the_measurement(runs):
     rep = runs[0]["report"]
     assert rep["comparison"]["ok"]

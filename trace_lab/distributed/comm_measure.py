@@ -25,6 +25,13 @@ figures here do not count spinning:
   (which a wait inside a step never sees, because there the host runs ahead).
 * **hidden fraction** = ``1 - sum(stalls) / sum(intrinsic)`` over the executed
   waits of a kind (all-gathers) or of all collectives, clamped to [0, 1].
+* **without waiting for a peer** (``total_min_over_ranks``): a rank's stall at a wait
+  also counts the time its peers took to reach the collective (it completes only when
+  the last rank has issued it). Per executed wait, the smallest stall over the ranks
+  is the one of the rank that arrived last, which waited for the transfer alone: the
+  communication not hidden even behind the slowest rank's compute (the step's critical
+  path). Measured on 2 x H100 (668a15d, 2026-11-27): rank 0 read 20.7% all-gather hidden where
+  rank 1 read 85.8% in the same launch. Every rank computes it (one ``all_gather_object``).
 
 Nothing here is active unless a recorder is entered; programs run unchanged
 (and uninstrumented) otherwise.
@@ -38,7 +45,8 @@ import torch
 
 from ..capture.session import program_parts
 
-__all__ = ["WaitStallRecorder", "measure_comm", "calibrate", "summarize_stalls", "format_comm", "KINDS"]
+__all__ = ["WaitStallRecorder", "measure_comm", "calibrate", "summarize_stalls", "format_comm", "KINDS",
+           "min_over_ranks"]
 
 KINDS = ("all_gather", "reduce_scatter", "all_reduce")
 
@@ -223,9 +231,32 @@ def _totals(waits: list[dict], intrinsic: dict, steps: int) -> dict:
     }
 
 
+def min_over_ranks(rank_waits: list[list[dict]]) -> list[dict] | None:
+    """Each rank's executed waits (in order) -> the first rank's waits with, per wait, the smallest stall over the
+    ranks (module docstring); None when the ranks did not execute the same waits."""
+    keys = [[(w["step"], w["part"], w["wait"]) for w in ws] for ws in rank_waits]
+    if not keys or any(k != keys[0] for k in keys[1:]):
+        return None
+    return [dict(w, stall_seconds=min(ws[i]["stall_seconds"] for ws in rank_waits))
+            for i, w in enumerate(rank_waits[0])]
+
+
+def _peer_free_waits(waits: list[dict]) -> list[dict] | None:
+    """:func:`min_over_ranks` over this process group's ranks (every rank must call it); None with one rank."""
+    import torch.distributed as dist
+
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return None
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, [{k: w[k] for k in ("step", "part", "wait", "stall_seconds")} for w in waits])
+    mins = min_over_ranks(gathered)
+    return None if mins is None else [dict(w, stall_seconds=m["stall_seconds"]) for w, m in zip(waits, mins)]
+
+
 def summarize_stalls(waits: list[dict], spans: list[dict], intrinsic: dict, steps: int,
-                     iter_seconds: float | None = None) -> dict:
-    """Per program part and per step: stalls, intrinsic times, exposed comm and hidden fractions."""
+                     iter_seconds: float | None = None, peer_free: list[dict] | None = None) -> dict:
+    """Per program part and per step: stalls, intrinsic times, exposed comm and hidden fractions; with
+    ``peer_free`` (:func:`min_over_ranks`'s waits) also ``total_min_over_ranks``."""
     parts = []
     keys = list(dict.fromkeys((w["program"], w["part"]) for w in waits + spans))
     for program, part in keys:
@@ -240,7 +271,9 @@ def summarize_stalls(waits: list[dict], spans: list[dict], intrinsic: dict, step
                             "seconds": seconds, "executed": sum(1 for w in waits if w["signature"] == sig)})
     return {"method": "measured: stall at each wait vs calibrated collectives",
             "steps": steps, "iter_seconds": iter_seconds, "parts": parts,
-            "total": _totals(waits, intrinsic, steps), "calibration": calibration,
+            "total": _totals(waits, intrinsic, steps),
+            "total_min_over_ranks": _totals(peer_free, intrinsic, steps) if peer_free is not None else None,
+            "calibration": calibration,
             "waits": [{k: v for k, v in w.items() if k != "signature"} for w in waits]}
 
 
@@ -268,7 +301,7 @@ def measure_comm(step, device, *, jfn=None, steps: int = 2, reps: int = 5, iter_
             times.append(rec.timer.seconds(a, b))
     waits, spans = rec.resolve()
     intrinsic = calibrate({w["signature"] for w in waits if w["signature"] is not None}, device, reps)
-    out = summarize_stalls(waits, spans, intrinsic, steps, iter_seconds)
+    out = summarize_stalls(waits, spans, intrinsic, steps, iter_seconds, peer_free=_peer_free_waits(waits))
     out["instrumented_step_seconds"] = times
     return out
 
