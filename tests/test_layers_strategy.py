@@ -149,6 +149,8 @@ def test_without_numbered_layers_it_is_the_dataflow_strategy():
 def test_nvfuser_takes_a_layers_matmuls_and_auto_picks_inductor():
     """nvFuser compiles a layer's matmuls (``can_compile``) but does not fuse them in the glue strategies
     (``can_fuse``); the options accept the pair, and ``executor="auto"`` still picks Inductor for layers."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
     from trace_lab.executors.base import strategies_for
     from trace_lab.executors.nvfuser_ops import fusible_reason
     from trace_lab.notebook.runner import RunOptions
@@ -156,7 +158,6 @@ def test_nvfuser_takes_a_layers_matmuls_and_auto_picks_inductor():
     trace_lab.jit(lambda x: x, fusion="layers", executor="nvfuser")  # no OptionError
     RunOptions(fusion="layers", executor="nvfuser")
     assert "layers" in strategies_for("nvfuser")
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     shapes = ((4, 8), (8, 3), (2, 4, 5), (2, 5, 6))  # meta tensors: as fusible as on a GPU
     gm = make_fx(lambda a, b, q, k: (a @ b, torch.bmm(q, k)))(

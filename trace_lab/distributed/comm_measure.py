@@ -249,8 +249,7 @@ def _peer_free_waits(waits: list[dict]) -> list[dict] | None:
         return None
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, [{k: w[k] for k in ("step", "part", "wait", "stall_seconds")} for w in waits])
-    mins = min_over_ranks(gathered)
-    return None if mins is None else [dict(w, stall_seconds=m["stall_seconds"]) for w, m in zip(waits, mins)]
+    return min_over_ranks([waits, *gathered])  # this rank's own waits first: they keep their signatures
 
 
 def summarize_stalls(waits: list[dict], spans: list[dict], intrinsic: dict, steps: int,
