@@ -23,6 +23,48 @@ def write_results(kind: str, device: str, rows: list, out: str | None = None, **
     return out
 
 
+KNOWN_GPUS = ("h200", "h100", "a100", "l40s", "l4", "a10g", "b200")
+
+
+def device_slug(name: str | None, count: int = 1) -> str:
+    """The device part of a result file's name: ``h100`` for "NVIDIA H100 80GB HBM3", ``h200x2`` for two H200s,
+    ``cpu`` for the CPU, ``nogpu`` for none; another GPU's name lowercased, "nvidia" dropped, only letters and
+    digits, at most 24 characters. Taken from the device the run saw, so a name cannot claim another machine."""
+    if not name:
+        return "nogpu"
+    low = name.lower()
+    if low == "cpu":
+        return "cpu"
+    tag = next((k for k in KNOWN_GPUS if k in low), None)
+    if tag is None:
+        tag = "".join(c for c in low.replace("nvidia", "") if c.isalnum())[:24] or "gpu"
+    return f"{tag}x{count}" if count > 1 else tag
+
+
+def result_stem(template: str, device: str, commit: str | None, dirty: bool | None = False,
+                date: str | None = None) -> tuple[str, str | None]:
+    """(file name stem, note) from a ``--name`` template: ``{date}``, ``{device}`` (``device_slug``'s form) and
+    ``{commit}`` (short hash, ``-dirty`` appended for a dirty tree) are filled in; a known GPU named in it
+    (``h100``, ``h200x2``, ...: a part between ``-`` or ``_``) that is not ``device`` is replaced by ``device``,
+    with a note saying so: a machine lent as one kind may be another, and a result's name must say where it
+    ran."""
+    import re
+
+    date = date or datetime.date.today().isoformat()
+    try:
+        stem = template.format(date=date, device=device, commit=(commit or "nogit") + ("-dirty" if dirty else ""))
+    except (KeyError, IndexError, ValueError) as e:
+        raise ValueError(f"name {template!r}: only {{date}}, {{device}} and {{commit}} are filled in "
+                         f"({type(e).__name__}: {e})") from None
+    known = "|".join(KNOWN_GPUS)
+    pattern = rf"(?<![A-Za-z0-9])(?:{known})(?:x\d+)?(?![A-Za-z0-9])"
+    named = set(re.findall(pattern, stem))
+    if not named or named == {device}:
+        return stem, None
+    fixed = re.sub(pattern, device, stem)
+    return fixed, f"the name named {', '.join(sorted(named))} but the run is on {device}: wrote {fixed}"
+
+
 def git_commit(root: str | None = None) -> dict:
     """{'commit': short HEAD, 'dirty': tracked files changed} of the checkout measured (None outside git).
 

@@ -554,7 +554,10 @@ def _gpus() -> list[str]:
 
 
 def _slug(device: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "", device.lower().replace("nvidia", "").split()[0]) if device != "cpu" else "cpu"
+    """The device part of this bench's result names (``_results.device_slug``)."""
+    from _results import device_slug
+
+    return device_slug(device)
 
 
 def plan(benches: list[str], configs: list[str] | None, layers: list[int], skip: list[str], device: str,

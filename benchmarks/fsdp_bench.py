@@ -463,7 +463,9 @@ def main(argv=None):
                     help=f"comma list (default {DEFAULT_CONFIGS}); @K = in-flight all-gather limit, @all = none")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     help="directory for <name>.json and <name>.txt (rewritten after every configuration)")
-    ap.add_argument("--name", default="", help="file name stem (default fsdp_<date>_<device>)")
+    ap.add_argument("--name", default="{date}-{device}-{commit}-fsdp",
+                    help="file name stem; {date}, {device} (h100x2, h200x2, cpu) and {commit} are filled in, and a GPU "
+                         "named in it that is not the one measured is replaced (default {date}-{device}-{commit}-fsdp)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds over the configuration list (fresh processes each); the table shows medians "
                          "and the range over rounds")
@@ -486,15 +488,20 @@ def main(argv=None):
     started = time.perf_counter()
     cuda = args.device in ("auto", "cuda") and torch.cuda.is_available() and torch.cuda.device_count() >= args.nproc
     dev = torch.cuda.get_device_name(0) if cuda else "cpu"
-    slug = dev.lower().replace("nvidia ", "").replace(" ", "-")
-    name = args.name or f"fsdp_{datetime.date.today().isoformat()}_{slug}"
     header = (f"FSDP benchmark: {args.layers} layers, d={args.dim}, heads={args.heads}, seq={args.seq}, "
               f"batch/rank={args.batch}, {args.dtype}, {args.nproc} x {dev}, executor={args.executor}, "
               f"torch {torch.__version__}" + (", NCCL streams at high priority" if args.nccl_high_priority else ""))
-    from _results import git_commit
+    from _results import device_slug, git_commit, result_stem
 
     git = git_commit()
     header += f", commit {git['commit'] or 'not recorded'}{' (dirty)' if git['dirty'] else ''}"
+    try:
+        name, renamed = result_stem(args.name, device_slug(dev, args.nproc if cuda else 1), git["commit"],
+                                    git["dirty"])
+    except ValueError as e:
+        raise SystemExit(f"--name: {e}") from None
+    if renamed:
+        print(f"note: {renamed}", flush=True)
     rows, per_rank, errors, backend = [], {}, [], None
     longest = 0.0
     print(header, flush=True)

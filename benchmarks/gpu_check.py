@@ -199,11 +199,10 @@ def verdict(items: list[dict], run: dict) -> tuple[bool, list[str]]:
 
 
 def slug(gpu: str | None) -> str:
-    name = (gpu or "nogpu").lower()
-    for known in ("h200", "h100", "a100", "l40s", "l4", "a10g", "b200"):
-        if known in name:
-            return known
-    return "".join(c if c.isalnum() else "-" for c in name).strip("-")[:24]
+    """The device part of the check's result names (``benchmarks/_results.device_slug``)."""
+    from benchmarks._results import device_slug
+
+    return device_slug(gpu)
 
 
 def write(env: dict, items: list[dict], run: dict, ok: bool, why: list[str], out_dir: Path) -> Path:
