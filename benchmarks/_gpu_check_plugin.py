@@ -66,6 +66,25 @@ def longest_first(items: list, seconds: dict) -> list:
     return [items[i] for i in order]
 
 
+def expected_wall(ids: list[str], seconds: dict, workers: int) -> dict:
+    """How long the run should take from the last checks' seconds: the selected ids (xdist's ``@group`` suffix
+    names a scope one worker runs whole) handed out longest scope first, each to the least loaded worker (what
+    loadgroup does with the plugin's order); an id no check ran counts ``UNKNOWN_SECONDS``. Worker start-up and
+    pytest's own time are not in it."""
+    totals: dict[str, float] = {}
+    unknown = 0
+    for nodeid in ids:
+        base, _, group = nodeid.partition("@")
+        if base not in seconds:
+            unknown += 1
+        totals[group or base] = totals.get(group or base, 0.0) + seconds.get(base, UNKNOWN_SECONDS)
+    loads = [0.0] * max(1, workers)
+    for total in sorted(totals.values(), reverse=True):
+        loads[loads.index(min(loads))] += total
+    return {"expected_wall_s": round(max(loads), 1), "test_seconds": round(sum(totals.values()), 1),
+            "items": len(ids), "unknown_items": unknown, "workers": len(loads)}
+
+
 def pytest_collection_modifyitems(session, config, items):
     """With the GPU check's durations file (``TRACE_LAB_GPU_CHECK_DURATIONS``), run the longest work first; every
     xdist worker orders the same way, so their collections agree."""
@@ -83,11 +102,42 @@ def pytest_collection_finish(session):
         _write({"collected": len(session.items)})
 
 
+_FORECAST_SAID = False
+# 2026-11-28 on H100s: 531.5 s for a forecast of 462 s (b642451), 415.6 s for 378 s (c1cd96d)
+OVERRUN = 1.15
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids):
     """How many items the run selected, as an xdist worker collected them (each worker collects them all): the
-    check can then tell a run its budget stopped before every item finished from one whose shutdown ran over."""
+    check can then tell a run its budget stopped before every item finished from one whose shutdown ran over.
+    The first time, with the durations file, also how long the run should take (``expected_wall``), printed
+    at once and against the budget (``TRACE_LAB_GPU_CHECK_BUDGET``), so a run that cannot fit says so at its
+    start rather than when the budget stops it."""
+    global _FORECAST_SAID
     _write({"collected": len(ids)})
+    path = os.environ.get("TRACE_LAB_GPU_CHECK_DURATIONS")
+    if _FORECAST_SAID or not path or not os.path.exists(path):
+        return
+    _FORECAST_SAID = True
+    with open(path, encoding="utf-8") as f:
+        seconds = json.load(f)
+    workers = int(os.environ.get("TRACE_LAB_GPU_CHECK_WORKERS") or node.config.getoption("numprocesses") or 1)
+    forecast = expected_wall(list(ids), seconds, workers)
+    _write({"forecast": forecast})
+    budget = float(os.environ.get("TRACE_LAB_GPU_CHECK_BUDGET") or 0)
+    line = (f"[gpu-check] {forecast['items']} items, {forecast['test_seconds']:.0f} s of test time by the last "
+            f"checks ({forecast['unknown_items']} new, counted {UNKNOWN_SECONDS:.0f} s each): about "
+            f"{forecast['expected_wall_s']:.0f} s on {forecast['workers']} workers, plus start-up")
+    if budget and forecast["expected_wall_s"] > budget:
+        line += (f"; MORE than the budget ({budget:.0f} s): the budget will stop it, so select a part with -k or -m, "
+                 "or give it more workers or budget")
+    elif budget and forecast["expected_wall_s"] * OVERRUN > budget:
+        line += (f"; CLOSE to the budget ({budget:.0f} s): checks have taken up to {OVERRUN:.2f}x their forecast "
+                 "(start-up, uneven scopes)")
+    elif budget:
+        line += f" (budget {budget:.0f} s)"
+    print(line, flush=True)
 
 
 def pytest_runtest_logreport(report):

@@ -13,7 +13,9 @@ It runs one pytest session (pytest-xdist, ``--dist loadgroup``) over
   with the checks of the figures its prose quotes (tests/notebook/test_teaching_notebooks.py and
   test_notebooks_06_07.py, marked ``teaching``),
 
-within a time budget (``--budget``, default 540 s: one call of the GPU machine is 10 minutes). It writes
+within a time budget (``--budget``, default 540 s: one call of the GPU machine is 10 minutes). At its start it
+prints how long the run should take (the last checks' seconds on the workers, ``_gpu_check_plugin.expected_wall``)
+against the budget, then pytest's progress as it comes. It writes
 ``benchmarks/results/<date>-<gpu>-<commit>-gpu-check.json`` and ``.txt``: the commit, GPU, torch, CUDA and
 nvFuser versions, and every item with pass / fail / skip, the reason and its time; the executed notebooks go
 to ``benchmarks/results/gpu-check-notebooks/`` only with ``--keep-notebooks``. Exit status: 0 when every item
@@ -76,7 +78,7 @@ def collect(log: Path) -> list[dict]:
         return []
     for line in log.read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
-        if "collected" in r:
+        if "nodeid" not in r:  # the run's own lines: how many were selected, how long it should take
             continue
         it = items.setdefault(r["nodeid"], {"item": r["nodeid"], "group": group_of(r["nodeid"]), "status": "passed",
                                             "reason": "", "seconds": 0.0})
@@ -111,6 +113,43 @@ def known_durations(results: Path = RESULTS) -> dict[str, float]:
     return seconds
 
 
+def forecast_of(log: Path) -> dict | None:
+    """The plugin's forecast of the run's length (``_gpu_check_plugin.expected_wall``), None if it wrote none."""
+    if not log.exists():
+        return None
+    lines = [json.loads(ln) for ln in log.read_text(encoding="utf-8").splitlines()]
+    return next((r["forecast"] for r in lines if "forecast" in r), None)
+
+
+def stream(proc: subprocess.Popen, budget: float) -> tuple[list[str], bool]:
+    """pytest's output lines, each echoed as it comes (a long check shows its progress), and whether the budget
+    stopped it (its process group is then terminated, killed 20 s later if still alive)."""
+    import threading
+
+    lines: list[str] = []
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            print(line, end="", flush=True)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        proc.wait(timeout=budget)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(timeout=10)
+    return lines, timed_out
+
+
 def xdist_can_keep_order() -> bool:
     """pytest-xdist 3.6+ has ``--no-loadscope-reorder`` (without it, loadgroup orders groups by their size)."""
     try:
@@ -134,6 +173,7 @@ def run_pytest(budget: float, workers: int, keep: Path | None, extra: list[str])
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     log = work / "results.jsonl"
     env = dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(log), TRACE_LAB_NOTEBOOK_EXECUTOR="auto",
+               TRACE_LAB_GPU_CHECK_WORKERS=str(workers), TRACE_LAB_GPU_CHECK_BUDGET=str(budget),
                TRACE_LAB_GPU_LOG=str(work / "workloads.jsonl"), PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), str(ROOT),
                                                          os.environ.get("PYTHONPATH")])))
@@ -150,26 +190,13 @@ def run_pytest(budget: float, workers: int, keep: Path | None, extra: list[str])
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
-    out_path = work / "pytest.txt"
-    timed_out = False
-    with open(out_path, "w") as out:
-        try:
-            stdout, _ = proc.communicate(timeout=budget)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                stdout, _ = proc.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                stdout, _ = proc.communicate()
-        out.write(stdout or "")
-    tail = "\n".join((stdout or "").splitlines()[-40:])
-    print(tail, flush=True)
+    lines, timed_out = stream(proc, budget)
+    (work / "pytest.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tail = "\n".join(lines[-40:])
     workloads = [json.loads(ln) for ln in (work / "workloads.jsonl").read_text().splitlines()] \
         if (work / "workloads.jsonl").exists() else []
     return collect(log), {"returncode": proc.returncode, "timed_out": timed_out, "budget_s": budget,
-                          "collected": collected_count(log),
+                          "collected": collected_count(log), "forecast": forecast_of(log),
                           "wall_s": round(time.monotonic() - start, 1), "workers": workers, "pytest_tail": tail,
                           "workload_figures": workloads}
 
@@ -217,7 +244,9 @@ def write(env: dict, items: list[dict], run: dict, ok: bool, why: list[str], out
              f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, {counts['skipped']} skipped "
              f"in {run['wall_s']} s ({run['workers']} pytest workers, budget {run['budget_s']:.0f} s)"
              + (f"; all {run['collected']} selected items finished, pytest's shutdown ran past the budget"
-                if run.get("timed_out") and ok else ""), ""]
+                if run.get("timed_out") and ok else "")
+             + (f"; expected about {run['forecast']['expected_wall_s']:.0f} s from the last checks' seconds"
+                if run.get("forecast") else ""), ""]
     for group in ("tests", "workloads", "notebooks"):
         mine = [i for i in items if i["group"] == group]
         lines.append(f"== {group}: {sum(i['status'] == 'passed' for i in mine)}/{len(mine)} passed, "

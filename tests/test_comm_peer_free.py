@@ -7,14 +7,13 @@ stalls here (no timing); the 2-process run is tests/test_comm_measure.py's.
 """
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 from trace_lab.distributed.comm_measure import min_over_ranks, summarize_stalls
 
-ROOT = Path(__file__).resolve().parents[1]
+from script_loader import load_script
+
 SIG = ("all_gather", (4,), "float32", (2, "0"))
 
 
@@ -46,10 +45,7 @@ def test_the_peer_free_total_beside_the_rank_total():
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("_fsdp_bench", ROOT / "benchmarks" / "fsdp_bench.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/fsdp_bench.py")
 
 
 def _row(hidden_rank0, hidden_peer_free, stall=0.001):

@@ -7,23 +7,20 @@ a Python, and a package index that is PyPI alone (PyPI's torch 2.10 is its CUDA 
 download.pytorch.org answers."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from script_loader import load_script
+
 NVFUSER_WHEELS = {"nvfuser-cu126-torch210", "nvfuser-cu128-torch210", "nvfuser-cu130-torch210"}
 PYPI_TORCH = {"torch==2.10.*": "2.10.0+cu128\n12.8", "torch==2.13.0": "2.13.0\n13.0"}  # version, torch.version.cuda
 
 
 @pytest.fixture
 def dev(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("dev_under_test", ROOT / "dev.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("dev.py", "dev_under_test")
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").touch()  # .venv exists: ensure_env installs into it and creates nothing
@@ -140,9 +137,7 @@ def test_it_can_be_switched_off(dev, monkeypatch):
 
 
 def test_the_check_script_is_python():
-    spec = importlib.util.spec_from_file_location("dev_src", ROOT / "dev.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("dev.py", "dev_src")
     compile(mod.NVFUSER_CHECK, "<check>", "exec")
 
 

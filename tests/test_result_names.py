@@ -5,11 +5,12 @@ hand-written ``--name`` said h100x2). bench.py, gpu_check.py and fsdp_bench.py t
 names from the device the run saw; fsdp_bench's ``--name`` is a template whose wrong GPU is replaced."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -31,9 +32,7 @@ def test_device_slug_names_the_card_and_how_many(name, count, slug):
 def test_the_three_scripts_share_one_device_slug():
     import bench
 
-    spec = importlib.util.spec_from_file_location("_gpu_check_names", ROOT / "benchmarks" / "gpu_check.py")
-    gpu_check = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_check)
+    gpu_check = load_script("benchmarks/gpu_check.py")
     for card in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
         assert bench._slug(card) == gpu_check.slug(card) == device_slug(card)
     assert bench._slug("cpu") == "cpu"

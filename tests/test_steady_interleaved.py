@@ -2,18 +2,13 @@
 of medians; a configuration that cannot run is a row that says why (no assertion on time)."""
 from __future__ import annotations
 
-import importlib.util
 import statistics
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from script_loader import load_script
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("_steady_interleaved", ROOT / "benchmarks" / "steady_interleaved.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/steady_interleaved.py")
 
 
 def test_interleaved_rounds_check_every_configuration_against_eager():

@@ -2,21 +2,19 @@
 and the GPU check, which runs it, selects it."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import sys
 from pathlib import Path
+
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _full() -> dict:
     """tests/conftest.py's FULL (``import conftest`` may find tests/notebook/conftest.py): the file, loaded apart."""
-    spec = importlib.util.spec_from_file_location("_tiers_conftest", ROOT / "tests" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.FULL
+    return load_script("tests/conftest.py", "_tiers_conftest").FULL
 
 
 def test_docs_list_exactly_the_tests_that_left_the_ci_tier():
@@ -44,9 +42,7 @@ def test_the_gpu_check_runs_the_full_tier():
 def test_a_gpu_check_with_skips_for_a_missing_dependency_does_not_pass():
     """The session that found the device recipe's setup.sh broken (2026-11-27): nvFuser and the notebook stack were
     absent and 21 workload items skipped 'nvFuser not usable'; such a run must not read as a pass."""
-    spec = importlib.util.spec_from_file_location("_gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("benchmarks/gpu_check.py")
     run = {"timed_out": False, "budget_s": 540.0, "returncode": 0}
     passed = {"item": "tests/a.py::t", "status": "passed", "reason": ""}
     absent = {"item": "tests/b.py::t", "status": "skipped", "reason": "nvFuser not usable: nvfuser_direct is not installed"}
@@ -62,9 +58,7 @@ def test_a_run_whose_shutdown_ran_past_the_budget_after_every_item_finished_pass
     import subprocess
     import sys
 
-    spec = importlib.util.spec_from_file_location("_gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("benchmarks/gpu_check.py")
     (tmp_path / "test_two.py").write_text("def test_a():\n    pass\n\ndef test_b():\n    pass\n\ndef test_c():\n    pass\n")
     log = tmp_path / "log.jsonl"
     env = dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(log), PYTHONPATH=str(ROOT / "benchmarks"))
@@ -92,9 +86,7 @@ def test_the_gpu_check_starts_the_longest_work_first(tmp_path):
     import json
     import subprocess
 
-    spec = importlib.util.spec_from_file_location("_gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("benchmarks/gpu_check.py")
     old = {"items": [{"item": "test_o.py::test_long@x", "status": "passed", "seconds": 5.0},
                      {"item": "test_o.py::test_short", "status": "passed", "seconds": 99.0}]}
     new = {"items": [{"item": "test_o.py::test_short", "status": "passed", "seconds": 1.0},
