@@ -27,7 +27,9 @@ while other runs compile on the same CPUs measured up to 2.2x slower), so only c
 events; host time until the step returns beside it); peak: ``max_memory_allocated`` above the allocation
 before the iteration (+ the CUDA graphs' pools for trace_lab ``-graphs`` rows). Tables show the median and
 the range over runs; ratios are of medians within one result file. ``--budget S`` starts no run that would
-end after S seconds (estimated from the previous round), so a command under a time limit keeps its file.
+end after S seconds (estimated from the previous round), so a command under a time limit keeps its file; at its
+start the run prints a forecast (each configuration's wall per run in the newest earlier result file of this GPU
+kind, replayed in round order on ``--jobs`` slots) beside the budget, so a plan that cannot fit says so first.
 
 Results: ``benchmarks/results/<date>-<device>-<commit>-<benches>.json`` (rewritten after every run) and
 ``...-log.txt`` (this output). Every row records the commit (+ dirty flag), GPU, host CPU, torch / nvFuser
@@ -617,6 +619,8 @@ def run(args) -> Path:
         f"{' (dirty)' if git['dirty'] else ''}; skipped: {len(skipped)}")
     for r in skipped:
         log(f"  skip {r['bench']} {r['name']}: {r['skipped']}")
+    log(forecast([cfg for _, cfg in tasks], earlier_walls([RESULTS, args.out], _slug(devname)), args.jobs,
+                 args.budget, where=_slug(devname)))
     lock = threading.Lock()
     slots: queue.Queue = queue.Queue()
     for k in range(max(1, args.jobs)):
@@ -1006,6 +1010,43 @@ def format_tables(files: list[tuple[str, dict]]) -> str:
         met = {True: "met", False: "**missed**", None: "n/a"}[t["met"]]
         out.append(f"| {t['target']} | {met} | {t['detail']} | `{t['file']}` |")
     return "\n".join(out)
+
+
+def earlier_walls(directories: list[Path], device_slug: str) -> dict[tuple, float]:
+    """Each configuration's wall seconds per run in the newest earlier result file of this device kind that ran
+    it (median over its runs; a run stopped by its limit counts the time it took), keyed like the planned runs:
+    (bench, layers, name)."""
+    walls: dict[tuple, float] = {}
+    files = [(p, d) for directory in directories if directory.is_dir() for p, d in _result_files(directory)
+             if p.name[11:].startswith(device_slug + "-")]  # <date>-<device>-...
+    for _, d in sorted(files, key=lambda pd: str(pd[1].get("measured_at") or "")):
+        runs: dict[tuple, list[float]] = {}
+        for r in _load_rows(d):
+            if r.get("wall_s") and not r.get("skipped"):
+                runs.setdefault((r.get("bench"), r.get("layers"), r.get("name")), []).append(float(r["wall_s"]))
+        walls.update({k: statistics.median(v) for k, v in runs.items()})
+    return walls
+
+
+def forecast(tasks: list[dict], walls: dict[tuple, float], jobs: int, budget: float | None,
+             where: str = "this device") -> str:
+    """One line: about how long the planned runs take (``_forecast.makespan`` of the earlier walls in round order
+    on ``jobs`` slots), how many runs no earlier file timed, and whether that fits ``--budget``."""
+    from _forecast import makespan
+
+    keys = [(t["bench"], t.get("layers"), t["name"]) for t in tasks]
+    known = [walls[k] for k in keys if k in walls]
+    if not known:
+        return f"forecast: no earlier run of these configurations on {where}"
+    total = makespan(known, jobs)
+    line = (f"forecast: about {total:.0f} s for the {len(known)} runs timed before on {where}"
+            + (f" ({len(keys) - len(known)} runs with no earlier time not counted)" if len(known) < len(keys) else ""))
+    if budget and total > budget:
+        line += (f"; MORE than the budget ({budget:.0f} s): later rounds will be skipped, so fewer configurations "
+                 "or --repeat would keep every configuration's repeats")
+    elif budget:
+        line += f" (budget {budget:.0f} s)"
+    return line
 
 
 def _result_files(directory: Path) -> list[tuple[Path, dict]]:
