@@ -1,0 +1,105 @@
+"""Probe (issue 27 item 3): does capturing one layer at a time cut the first call, as PyTorch's regional
+compilation recipe does for torch.compile?
+
+    python3 benchmarks/regional_capture_probe.py [--layers 2 8 16] [--backend aot_eager] [--executor eager]
+    python3 benchmarks/regional_capture_probe.py --layers 8 --backend inductor --executor inductor   # GPU machine
+
+For each layer count, four modes, each in a fresh process with Inductor's and Triton's caches off, first call = forward + backward:
+
+* ``tc-whole``: ``torch.compile(model, backend=B)``;
+* ``tc-regional``: each ``Block`` of the stack ``torch.compile``d on its own (identical layers hit Dynamo's cache);
+* ``lab-whole``: ``trace_lab.jit(model, fusion="layers", executor=E)`` (today's whole-program capture);
+* ``lab-regional`` (a prototype, not an option of the lab): each ``Block`` compiled with one JitFunction's capture
+  backend, so trace_lab captures, passes and compiles a layer's program once and the other layers reuse it.
+
+Every mode's output and gradients are compared with eager's. With ``aot_eager`` and the eager executor no kernel
+compiler runs: what is left is Dynamo, AOTAutograd and the lab's own passes, the part regional capture shortens."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+MODES = ("tc-whole", "tc-regional", "lab-whole", "lab-regional")
+
+
+def one(mode: str, layers: int, backend: str, executor: str) -> dict:
+    sys.path.insert(0, os.getcwd())
+    import torch
+
+    import trace_lab
+    from examples import workloads
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    size = "full" if dev == "cuda" else "small"
+    model, (x,) = workloads.make_llama(layers)(dev, size)
+    ref, _ = workloads.make_llama(layers)(dev, size)  # same seed: the same weights
+    programs = None
+    start = time.perf_counter()
+    if mode == "tc-whole":
+        f = torch.compile(model, backend=backend)
+    elif mode == "tc-regional":
+        for i, layer in enumerate(model.layers):
+            model.layers[i] = torch.compile(layer, backend=backend)
+        f = model
+    elif mode == "lab-whole":
+        f = trace_lab.jit(model, fusion="layers", executor=executor)
+    else:
+        jfn = trace_lab.jit(model.layers[0], fusion="dataflow", executor=executor)
+        for i, layer in enumerate(model.layers):
+            model.layers[i] = torch.compile(layer, backend=jfn.session.backend, dynamic=False)
+        f = model
+    out = f(x)
+    out.float().sum().backward()
+    if dev == "cuda":
+        torch.cuda.synchronize()
+    first = time.perf_counter() - start
+    if mode == "lab-whole":
+        programs = len(f.programs)
+    elif mode == "lab-regional":
+        programs = len(jfn.programs)
+    expected = ref(x)
+    expected.float().sum().backward()
+    tol = dict(atol=2e-2, rtol=2e-2) if expected.dtype == torch.bfloat16 else dict(atol=1e-4, rtol=1e-4)
+    ok = torch.allclose(out, expected, **tol) and all(
+        torch.allclose(p.grad, q.grad, **tol) for p, q in zip(model.parameters(), ref.parameters()))
+    return {"mode": mode, "layers": layers, "device": dev, "first_call_s": round(first, 2), "matches_eager": ok,
+            "programs": programs}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", type=int, nargs="+", default=[2, 8, 16])
+    ap.add_argument("--backend", default="aot_eager", help="torch.compile's backend for the tc- modes")
+    ap.add_argument("--executor", default="eager", help="trace_lab's executor for the lab- modes")
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
+    ap.add_argument("--_one", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args._one:
+        print("RESULT " + json.dumps(one(args._one, args.layers[0], args.backend, args.executor)), flush=True)
+        return
+    print(f"first call (forward + backward) of llama, torch.compile backend {args.backend}, "
+          f"trace_lab executor {args.executor}; each mode a fresh process")
+    print(f"{'layers':>6}  {'mode':<13} {'first call s':>12}  {'programs':>8}  matches eager")
+    for layers in args.layers:
+        for mode in args.modes:
+            cache = tempfile.mkdtemp(prefix="regional-probe-cache-")  # cold: Inductor's and Triton's caches empty
+            env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_CACHE_DIR=cache,
+                       TRITON_CACHE_DIR=os.path.join(cache, "triton"))
+            done = subprocess.run([sys.executable, __file__, "--_one", mode, "--layers", str(layers), "--backend",
+                                   args.backend, "--executor", args.executor], capture_output=True, text=True, env=env)
+            shutil.rmtree(cache, ignore_errors=True)
+            line = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+            if not line:
+                print(f"{layers:>6}  {mode:<13} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+                continue
+            r = json.loads(line[-1][7:])
+            print(f"{layers:>6}  {mode:<13} {r['first_call_s']:>12.2f}  {r['programs'] or '':>8}  {r['matches_eager']}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
