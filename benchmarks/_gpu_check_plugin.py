@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -34,11 +35,17 @@ def _write(line: dict) -> None:
             f.write(json.dumps(line) + "\n")
 
 
+_SKIPPED_MODULES: list[str] = []  # modules skipped whole at collection (a CPU machine: "needs a CUDA device")
+
+
 def pytest_collectreport(report):
-    """A test module that does not import is a failure of the check, not a test that never existed."""
+    """A test module that does not import is a failure of the check, not a test that never existed. A module
+    skipped whole is remembered for the forecast of a collect-only run on another machine."""
     if report.failed:
         _write({"nodeid": report.nodeid, "when": "collect", "outcome": "failed", "seconds": 0.0,
                 "reason": _reason(report)})
+    elif report.skipped and report.nodeid.endswith(".py"):
+        _SKIPPED_MODULES.append(report.nodeid)
 
 
 UNKNOWN_SECONDS = 60.0  # an item no earlier check ran (a new test): started early, in case it is long
@@ -97,9 +104,17 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collection_finish(session):
-    """How many items this run selected (without xdist; with it the controller collects nothing itself)."""
+    """How many items this run selected (without xdist; with it the controller collects nothing itself), and
+    without xdist the forecast (``say_forecast``): a collect-only run (``gpu_check.py --forecast``) or one worker."""
     if session.items:
         _write({"collected": len(session.items)})
+        if not os.environ.get("PYTEST_XDIST_WORKER"):
+            # a forecast made on a machine that skips whole modules (gpu_check.py --forecast on a CPU) counts
+            # their items as the last checks ran them
+            whole = _SKIPPED_MODULES if os.environ.get("TRACE_LAB_GPU_CHECK_FORECAST_ONLY") else []
+            say_forecast([item.nodeid + ("@" + scope_of(item) if item.get_closest_marker("xdist_group") else "")
+                          for item in session.items], int(os.environ.get("TRACE_LAB_GPU_CHECK_WORKERS") or 1),
+                         skipped_modules=whole)
 
 
 _FORECAST_SAID = False
@@ -110,25 +125,36 @@ OVERRUN = 1.15
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids):
     """How many items the run selected, as an xdist worker collected them (each worker collects them all): the
-    check can then tell a run its budget stopped before every item finished from one whose shutdown ran over.
-    The first time, with the durations file, also how long the run should take (``expected_wall``), printed
-    at once and against the budget (``TRACE_LAB_GPU_CHECK_BUDGET``), so a run that cannot fit says so at its
-    start rather than when the budget stops it."""
-    global _FORECAST_SAID
+    check can then tell a run its budget stopped before every item finished from one whose shutdown ran over;
+    and, the first time, the forecast (``say_forecast``)."""
     _write({"collected": len(ids)})
+    say_forecast(list(ids), int(os.environ.get("TRACE_LAB_GPU_CHECK_WORKERS")
+                                or node.config.getoption("numprocesses") or 1))
+
+
+def say_forecast(ids: list[str], workers: int, skipped_modules: list[str] = ()) -> None:
+    """Once a run, with the durations file: how long it should take (``expected_wall``), printed at once and
+    against the budget (``TRACE_LAB_GPU_CHECK_BUDGET``), so a run that cannot fit says so at its start rather than
+    when the budget stops it; kept in the log for the result file."""
+    global _FORECAST_SAID
     path = os.environ.get("TRACE_LAB_GPU_CHECK_DURATIONS")
     if _FORECAST_SAID or not path or not os.path.exists(path):
         return
     _FORECAST_SAID = True
     with open(path, encoding="utf-8") as f:
         seconds = json.load(f)
-    workers = int(os.environ.get("TRACE_LAB_GPU_CHECK_WORKERS") or node.config.getoption("numprocesses") or 1)
-    forecast = expected_wall(list(ids), seconds, workers)
+    latest = os.environ.get("TRACE_LAB_GPU_CHECK_LATEST_ITEMS")  # the newest whole check's items: no renamed ones
+    pool = json.loads(Path(latest).read_text(encoding="utf-8")) if latest and os.path.exists(latest) else list(seconds)
+    added = [k for k in pool if k.split("::")[0] in skipped_modules and k not in ids]
+    forecast = expected_wall(ids + added, seconds, workers)
+    forecast["from_skipped_modules"] = len(added)
     _write({"forecast": forecast})
     budget = float(os.environ.get("TRACE_LAB_GPU_CHECK_BUDGET") or 0)
     line = (f"[gpu-check] {forecast['items']} items, {forecast['test_seconds']:.0f} s of test time by the last "
-            f"checks ({forecast['unknown_items']} new, counted {UNKNOWN_SECONDS:.0f} s each): about "
-            f"{forecast['expected_wall_s']:.0f} s on {forecast['workers']} workers, plus start-up")
+            f"checks ({forecast['unknown_items']} never timed, counted {UNKNOWN_SECONDS:.0f} s each): about "
+            f"{forecast['expected_wall_s']:.0f} s on {forecast['workers']} workers, plus start-up"
+            + (f" ({len(added)} items of {len(skipped_modules)} module(s) skipped here counted as the last checks "
+               "ran them)" if added else ""))
     if budget and forecast["expected_wall_s"] > budget:
         line += (f"; MORE than the budget ({budget:.0f} s): the budget will stop it, so select a part with -k or -m, "
                  "or give it more workers or budget")

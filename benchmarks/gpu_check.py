@@ -15,7 +15,8 @@ It runs one pytest session (pytest-xdist, ``--dist loadgroup``) over
 
 within a time budget (``--budget``, default 540 s: one call of the GPU machine is 10 minutes). At its start it
 prints how long the run should take (the last checks' seconds on the workers, ``_gpu_check_plugin.expected_wall``)
-against the budget, then pytest's progress as it comes. It writes
+against the budget, then pytest's progress as it comes; ``--forecast`` says only that, on any machine, before
+a GPU machine's time is spent. It writes
 ``benchmarks/results/<date>-<gpu>-<commit>-gpu-check.json`` and ``.txt``: the commit, GPU, torch, CUDA and
 nvFuser versions, and every item with pass / fail / skip, the reason and its time; the executed notebooks go
 to ``benchmarks/results/gpu-check-notebooks/`` only with ``--keep-notebooks``. Exit status: 0 when every item
@@ -108,9 +109,25 @@ def known_durations(results: Path = RESULTS) -> dict[str, float]:
         except (OSError, ValueError):
             continue
         for item in data.get("items") or []:
-            if item.get("status") in ("passed", "failed") and item.get("seconds"):
+            if item.get("status") in ("passed", "failed") and item.get("seconds") is not None:  # 0.0: instant
                 seconds[item["item"].split("@")[0]] = float(item["seconds"])
     return seconds
+
+
+def latest_full_check_items(results: Path = RESULTS) -> list[str]:
+    """The items (``@group`` suffix dropped) of the newest whole GPU check kept in ``results``
+    (``<date>-<gpu>-<commit>-gpu-check.json[.gz]``; not the subset or recheck files): what the check runs now."""
+    import gzip
+
+    files = sorted([f for f in results.glob("*-gpu-check.json*") if f.name.endswith((".json", ".json.gz"))],
+                   key=lambda f: f.name)
+    for f in reversed(files):
+        try:
+            with (gzip.open(f, "rt", encoding="utf-8") if f.suffix == ".gz" else open(f, encoding="utf-8")) as fh:
+                return [item["item"].split("@")[0] for item in json.load(fh).get("items") or []]
+        except (OSError, ValueError):
+            continue
+    return []
 
 
 def forecast_of(log: Path) -> dict | None:
@@ -148,6 +165,32 @@ def stream(proc: subprocess.Popen, budget: float) -> tuple[list[str], bool]:
             proc.wait()
     reader.join(timeout=10)
     return lines, timed_out
+
+
+def forecast_only(budget: float, workers: int, extra: list[str]) -> int:
+    """Collect what the check would run (no test runs, no GPU needed) and print the plugin's forecast for
+    ``workers`` against ``budget``; 1 when it would not fit the budget, 0 when it would."""
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-forecast-"))
+    (work / "durations.json").write_text(json.dumps(known_durations()), encoding="utf-8")
+    (work / "latest.json").write_text(json.dumps(latest_full_check_items()), encoding="utf-8")
+    env = dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(work / "results.jsonl"),
+               TRACE_LAB_GPU_CHECK_LATEST_ITEMS=str(work / "latest.json"),
+               TRACE_LAB_GPU_CHECK_DURATIONS=str(work / "durations.json"), TRACE_LAB_GPU_CHECK_WORKERS=str(workers),
+               TRACE_LAB_GPU_CHECK_BUDGET=str(budget), TRACE_LAB_GPU_CHECK_FORECAST_ONLY="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), str(ROOT),
+                                                         os.environ.get("PYTHONPATH")])))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    cmd = [sys.executable, "-m", "pytest", "-m", MARKERS, "-p", "_gpu_check_plugin", "-p", "no:cacheprovider",
+           "--collect-only", "-q", *extra]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    said = [ln for ln in done.stdout.splitlines() if ln.startswith("[gpu-check]")]
+    forecast = forecast_of(work / "results.jsonl")
+    if done.returncode != 0 or forecast is None:
+        print("[gpu-check] the forecast could not collect the check's tests:\n" + "\n".join(
+            (done.stdout + done.stderr).splitlines()[-15:]), file=sys.stderr)
+        return 2
+    print("\n".join(said))
+    return 1 if forecast["expected_wall_s"] > budget else 0
 
 
 def xdist_can_keep_order() -> bool:
@@ -265,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="pytest-xdist workers (default: cores // 2, 2 to 10)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="where the result files go (default benchmarks/results)")
     ap.add_argument("--keep-notebooks", action="store_true", help="keep the executed notebooks beside the results")
+    ap.add_argument("--forecast", action="store_true",
+                    help="only say how long the check would take on --workers against --budget (collects, runs "
+                         "nothing; needs no GPU): plan a GPU machine's call before starting one")
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (e.g. -k llama to check a part), after "
                                                    "this script's own options")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -273,12 +319,16 @@ def main(argv: list[str] | None = None) -> int:
         a = argv[ours]
         if a in ("--budget", "--workers", "--out"):
             ours += 2
-        elif a in ("--keep-notebooks", "-h", "--help") or a.split("=")[0] in ("--budget", "--workers", "--out"):
+        elif a in ("--keep-notebooks", "--forecast", "-h", "--help") or a.split("=")[0] in ("--budget", "--workers",
+                                                                                           "--out"):
             ours += 1
         else:
             break
     args = ap.parse_args(argv[:ours])
     args.pytest_args = [a for a in argv[ours:] if a != "--"]  # dev.py puts its tier's arguments after a "--"
+    workers = args.workers or max(2, min(10, (os.cpu_count() or 4) // 2))
+    if args.forecast:
+        return forecast_only(args.budget, workers, args.pytest_args)
     import torch
 
     if not torch.cuda.is_available():
@@ -288,7 +338,6 @@ def main(argv: list[str] | None = None) -> int:
     env = environment()
     print(f"[gpu-check] {env['gpu']}, torch {env['torch']}, nvFuser {env['nvfuser'] or 'not importable'}, "
           f"commit {env['commit']}", flush=True)
-    workers = args.workers or max(2, min(10, (os.cpu_count() or 4) // 2))
     keep = args.out / "gpu-check-notebooks" if args.keep_notebooks else None
     items, run = run_pytest(args.budget, workers, keep, args.pytest_args)
     ok, why = verdict(items, run)

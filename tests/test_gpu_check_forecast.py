@@ -55,7 +55,7 @@ def test_a_run_on_workers_prints_and_keeps_its_forecast_against_the_budget(tmp_p
     assert "about 300 s on 2 workers" in said[0] and "MORE than the budget (250 s)" in said[0], said[0]
     log = tmp_path / "log.jsonl"
     assert _gpu_check().forecast_of(log) == {"expected_wall_s": 300.0, "test_seconds": 500.0, "items": 2,
-                                             "unknown_items": 0, "workers": 2}
+                                             "unknown_items": 0, "workers": 2, "from_skipped_modules": 0}
     assert {i["item"] for i in _gpu_check().collect(log)} == {"test_f.py::test_a", "test_f.py::test_b"}
     # 300 s fits 330 s, but not with the overrun checks have shown (OVERRUN); 400 s is room enough
     assert "CLOSE to the budget (330 s)" in _run_on_two_workers(tmp_path, budget="330").stdout
@@ -73,3 +73,37 @@ def test_the_check_echoes_output_as_it_comes_and_stops_at_the_budget():
     proc = subprocess.Popen([sys.executable, "-c", "print('a'); print('b')"], start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert module.stream(proc, budget=30) == (["a", "b"], False)
+
+
+def test_a_forecast_on_a_machine_that_skips_a_module_counts_its_items_as_the_last_whole_check_ran_them(tmp_path):
+    """``gpu_check.py --forecast`` on a CPU: tests/test_nvfuser_gpu.py skips whole ("needs a CUDA device"), so its
+    items are not collected; the forecast adds them from the newest whole check (not from older files, whose items
+    may have been renamed since)."""
+    results = tmp_path / "results"
+    results.mkdir()
+    item = {"status": "passed"}
+    (results / "2026-01-01-h100-aaaaaaa-gpu-check.json").write_text(json.dumps({"items": [
+        dict(item, item="test_gpu.py::test_renamed_since", seconds=100.0)]}))
+    (results / "2026-01-02-h100-bbbbbbb-gpu-check.json").write_text(json.dumps({"items": [
+        dict(item, item="test_gpu.py::test_g", seconds=40.0), dict(item, item="test_cpu.py::test_c", seconds=10.0)]}))
+    (results / "2026-01-03-h100-ccccccc-gpu-check-subset.json").write_text(json.dumps({"items": [
+        dict(item, item="test_cpu.py::test_c", seconds=12.0)]}))  # a part of a check: not the whole one
+    module = _gpu_check()
+    assert module.latest_full_check_items(results) == ["test_gpu.py::test_g", "test_cpu.py::test_c"]
+    (tmp_path / "test_gpu.py").write_text("import pytest\npytest.skip('needs a CUDA device', allow_module_level=True)\n"
+                                          "def test_g():\n    pass\n")
+    (tmp_path / "test_cpu.py").write_text("def test_c():\n    pass\n")
+    (tmp_path / "durations.json").write_text(json.dumps(module.known_durations(results)))
+    (tmp_path / "latest.json").write_text(json.dumps(module.latest_full_check_items(results)))
+    env = dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(tmp_path / "log.jsonl"), PYTHONPATH=str(ROOT / "benchmarks"),
+               TRACE_LAB_GPU_CHECK_DURATIONS=str(tmp_path / "durations.json"), TRACE_LAB_GPU_CHECK_WORKERS="1",
+               TRACE_LAB_GPU_CHECK_BUDGET="45", TRACE_LAB_GPU_CHECK_FORECAST_ONLY="1",
+               TRACE_LAB_GPU_CHECK_LATEST_ITEMS=str(tmp_path / "latest.json"))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "_gpu_check_plugin",
+                           "-p", "no:cacheprovider", "test_gpu.py", "test_cpu.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    # test_c 12 s (the newest file that timed it) + test_g 40 s from the skipped module; not test_renamed_since
+    forecast = module.forecast_of(tmp_path / "log.jsonl")
+    assert forecast["expected_wall_s"] == 52.0 and forecast["from_skipped_modules"] == 1, done.stdout + done.stderr
+    assert "1 items of 1 module(s) skipped here" in done.stdout and "MORE than the budget (45 s)" in done.stdout
