@@ -97,36 +97,36 @@ def collect(log: Path) -> list[dict]:
 def known_durations(results: Path = RESULTS) -> dict[str, float]:
     """Each item's seconds in the GPU checks kept in ``results`` (the newest file that ran it wins; the ``@group``
     suffix pytest-xdist adds is dropped): the plugin starts the longest work first from these."""
-    import gzip
-
     files = sorted(list(results.glob("*-gpu-check*.json")) + list(results.glob("*-gpu-check*.json.gz")),
                    key=lambda f: f.name)  # names start with the date; same-day files in name order
     seconds: dict[str, float] = {}
     for f in files:
-        try:
-            with (gzip.open(f, "rt", encoding="utf-8") if f.suffix == ".gz" else open(f, encoding="utf-8")) as fh:
-                data = json.load(fh)
-        except (OSError, ValueError):
-            continue
-        for item in data.get("items") or []:
+        for item in _check_items(f) or []:
             if item.get("status") in ("passed", "failed") and item.get("seconds") is not None:  # 0.0: instant
                 seconds[item["item"].split("@")[0]] = float(item["seconds"])
     return seconds
 
 
+def _check_items(path: Path) -> list[dict] | None:
+    """The items of a kept GPU check's result file (``.json`` or ``.json.gz``); None if it cannot be read."""
+    import gzip
+
+    try:
+        with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
+            return json.load(f).get("items") or []
+    except (OSError, ValueError):
+        return None
+
+
 def latest_full_check_items(results: Path = RESULTS) -> list[str]:
     """The items (``@group`` suffix dropped) of the newest whole GPU check kept in ``results``
     (``<date>-<gpu>-<commit>-gpu-check.json[.gz]``; not the subset or recheck files): what the check runs now."""
-    import gzip
-
     files = sorted([f for f in results.glob("*-gpu-check.json*") if f.name.endswith((".json", ".json.gz"))],
                    key=lambda f: f.name)
     for f in reversed(files):
-        try:
-            with (gzip.open(f, "rt", encoding="utf-8") if f.suffix == ".gz" else open(f, encoding="utf-8")) as fh:
-                return [item["item"].split("@")[0] for item in json.load(fh).get("items") or []]
-        except (OSError, ValueError):
-            continue
+        items = _check_items(f)
+        if items is not None:
+            return [item["item"].split("@")[0] for item in items]
     return []
 
 
@@ -170,7 +170,16 @@ def stream(proc: subprocess.Popen, budget: float) -> tuple[list[str], bool]:
 def forecast_only(budget: float, workers: int, extra: list[str]) -> int:
     """Collect what the check would run (no test runs, no GPU needed) and print the plugin's forecast for
     ``workers`` against ``budget``; 1 when it would not fit the budget, 0 when it would."""
+    import shutil
+
     work = Path(tempfile.mkdtemp(prefix="gpu-check-forecast-"))
+    try:
+        return _forecast_in(work, budget, workers, extra)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _forecast_in(work: Path, budget: float, workers: int, extra: list[str]) -> int:
     (work / "durations.json").write_text(json.dumps(known_durations()), encoding="utf-8")
     (work / "latest.json").write_text(json.dumps(latest_full_check_items()), encoding="utf-8")
     env = dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(work / "results.jsonl"),
