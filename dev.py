@@ -10,6 +10,7 @@
                                                  # 0.2.6, CPU executors); a skipped test there is a failure
     python3 dev.py gpu-check [--system] [...]    # on a GPU machine: everything that must hold on CUDA, one command
                                                  # (benchmarks/gpu_check.py; --system: this python, no .venv)
+    python3 dev.py gpu-check --forecast [--workers N] [--budget S]   # any machine: how long the check would take
 
 Set-up: a virtual environment in .venv with torch and trace_lab installed editable
 with its lab and test extras, redone only when pyproject.toml changes. The torch is
