@@ -28,7 +28,7 @@ events; host time until the step returns beside it); peak: ``max_memory_allocate
 before the iteration (+ the CUDA graphs' pools for trace_lab ``-graphs`` rows). Tables show the median and
 the range over runs; ratios are of medians within one result file. ``--budget S`` starts no run that would
 end after S seconds (estimated from the previous round), so a command under a time limit keeps its file; at its
-start the run prints a forecast (each configuration's wall per run in the newest earlier result file of this GPU
+start the run prints a forecast (each configuration's wall per run in the newest earlier result file of this device
 kind, replayed in round order on ``--jobs`` slots) beside the budget, so a plan that cannot fit says so first.
 
 Results: ``benchmarks/results/<date>-<device>-<commit>-<benches>.json`` (rewritten after every run) and
