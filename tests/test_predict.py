@@ -86,3 +86,33 @@ def test_bad_arguments_say_what_to_give():
         trace_lab.predict(fn, *args, device="tpu")
     with pytest.raises(TraceLabError, match="unknown strategies"):
         trace_lab.predict(fn, *args, strategies=["fastest"])
+
+
+_LIN = torch.nn.Linear(16, 16)  # a model the function below reads from its globals, as a notebook cell's would
+
+
+def _reads_a_global_model(x):
+    return torch.relu(_LIN(x)).sum()
+
+
+def test_a_model_reached_outside_the_arguments_is_named_with_what_to_pass_instead():
+    """predict replaces the arguments by meta twins; a module or tensor the function reads from its globals or its
+    closure stays on its real device, and the run would fail with torch's "meta and cpu" device mismatch."""
+    weight = torch.randn(16, 16, requires_grad=True)
+
+    def reads_a_closure_tensor(x):
+        return (x @ weight).tanh().sum()
+
+    x = torch.randn(4, 16)
+    with pytest.raises(TraceLabError, match=r"reads _LIN \(Linear, in the globals, on cpu\).*Pass it as an argument"):
+        trace_lab.predict(_reads_a_global_model, x, device="cpu", strategies=["none"])
+    with pytest.raises(TraceLabError, match=r"reads weight \(Tensor, in the closure, on cpu\)"):
+        trace_lab.predict(reads_a_closure_tensor, x, device="cpu", strategies=["none"])
+    before = _LIN.weight.detach().clone()
+    # passed as arguments, the same computations are predicted, and the user's module is untouched
+    by_argument = trace_lab.predict(lambda lin, x: torch.relu(lin(x)).sum(), _LIN, x, device="cpu",
+                                    strategies=["none"])
+    assert by_argument.peak("none", "forward") > 0 and by_argument.peak("none", "backward") > 0
+    assert _LIN.weight.device.type == "cpu" and torch.equal(_LIN.weight.detach(), before)
+    assert trace_lab.predict(lambda w, x: (x @ w).tanh().sum(), weight, x, device="cpu",
+                             strategies=["none"]).peak("none", "forward") > 0

@@ -5,7 +5,9 @@
 parameters and buffers, are replaced by meta tensors of the same shape, dtype, strides
 and ``requires_grad`` (a module is called through ``torch.func.functional_call``, so the
 user's module and its weights are left as they are; a module built under
-``torch.device("meta")`` works directly). The compiled program then runs on meta tensors,
+``torch.device("meta")`` works directly). Only what reaches ``fn`` through its arguments can be replaced: a
+module or tensor ``fn`` reads from its globals or closure (a notebook's model) would mix real and meta
+tensors, so predict names it and says to pass it as an argument (``reached_outside_arguments``). The compiled program then runs on meta tensors,
 which only propagate shapes, and the backward runs too when an output requires grad.
 What comes back is the liveness model's figures per program part and per fusion
 strategy: the peak above the program's inputs (the figure the Report calls "peak") and
@@ -34,6 +36,7 @@ model leaves out (the communication library's buffers, fragmentation, the optimi
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -317,7 +320,8 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
         "attention kernel, its program and peak differ"])
     if not fsdp:
         meta_args, meta_kwargs = _meta(list(args)), _meta(dict(kwargs or {}))
-        _predict_strategies(result, _on_meta(fn), meta_args, meta_kwargs, chosen, exec_name, loss, {})
+        with _outside_reach_explained(fn):
+            _predict_strategies(result, _on_meta(fn), meta_args, meta_kwargs, chosen, exec_name, loss, {})
         return result
     from ..distributed.fake_group import fake_group
 
@@ -325,11 +329,56 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
     memo: dict = {}  # one memo: a submodule passed beside its parent is one twin, sharded once with it
     twin = _meta_module(fn, memo) if isinstance(fn, torch.nn.Module) else fn
     meta_args, meta_kwargs = _meta(list(args), memo), _meta(dict(kwargs or {}), memo)
-    with fake_group(world_size) as group_name:
+    with fake_group(world_size) as group_name, _outside_reach_explained(fn):
         _shard_twins(memo, world_size, group_name)
         _predict_strategies(result, twin, meta_args, meta_kwargs, chosen, exec_name, loss,
                             dict(fsdp=fsdp, sort_waits=sort_waits, max_inflight_gathers=max_inflight_gathers))
     return result
+
+
+def reached_outside_arguments(fn) -> list[str]:
+    """The modules and tensors ``fn`` reads from its closure or its globals (names its code uses), not from its
+    arguments, whose memory is on a real device: ``"lin1 (Linear, in the globals, on cpu)"``. predict replaces the
+    arguments by meta twins; these it cannot reach, so the program would mix meta and real tensors."""
+    import inspect as _inspect
+
+    if isinstance(fn, torch.nn.Module) or not _inspect.isfunction(fn):
+        return []
+    found = []
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    places = [(name, cell.cell_contents, "in the closure") for name, cell in cells.items()
+              if cell.cell_contents is not None] if cells else []
+    places += [(name, fn.__globals__[name], "in the globals") for name in fn.__code__.co_names
+               if name in fn.__globals__]
+    for name, value, where in places:
+        try:
+            tensors = (list(value.parameters()) + list(value.buffers())) if isinstance(value, torch.nn.Module) \
+                else [value] if isinstance(value, torch.Tensor) else []
+        except Exception:  # noqa: BLE001 - an object that only looks like a module: not ours to judge
+            continue
+        devices = sorted({t.device.type for t in tensors if t.device.type != "meta"})
+        if devices:
+            found.append(f"{name} ({type(value).__name__}, {where}, on {', '.join(devices)})")
+    return found
+
+
+@contextlib.contextmanager
+def _outside_reach_explained(fn):
+    """A run that fails because ``fn`` reached real tensors outside its arguments (a model in the notebook's
+    globals) raises a TraceLabError naming them and saying what to pass instead; other errors pass through."""
+    try:
+        yield
+    except TraceLabError:
+        raise
+    except Exception as e:  # noqa: BLE001 - explained when it is the mixing of meta and real tensors
+        outside = reached_outside_arguments(fn)
+        if not outside or "meta" not in str(e):
+            raise
+        raise TraceLabError(
+            f"predict runs {getattr(fn, '__name__', 'fn')} on the meta device, replacing its arguments' tensors and "
+            f"modules by meta twins, but it also reads {', '.join(outside)}, which predict cannot replace. Pass "
+            f"{'it as an argument' if len(outside) == 1 else 'them as arguments'} (predict(lambda model, x: ..., model, x)), "
+            "or predict the module itself (predict(model, x)); nothing was allocated or changed") from e
 
 
 def _predict_strategies(result: Prediction, fn, meta_args, meta_kwargs, chosen, exec_name, loss, options) -> None:
