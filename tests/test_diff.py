@@ -84,3 +84,38 @@ def test_a_function_that_has_not_run_says_so():
     fn, _ = workloads.get("memory_peak").make("cpu", "small")
     with pytest.raises(trace_lab.TraceLabError, match="call the jitted function first"):
         trace_lab.diff(trace_lab.jit(fn), trace_lab.jit(fn))
+
+
+def test_a_graph_break_makes_programs_each_of_which_can_be_diffed_and_its_region_ends_read():
+    """A graph break makes one program per graph; ``program=i`` picks one (the default, the last run, is the
+    second graph's forward here, the first graph's backward). The picked parts are read here straight from
+    ``jfn.programs``, and what each graph holds is known: the relu before the break, the tanh after it."""
+    import torch
+
+    torch.manual_seed(0)
+    lin1, lin2 = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+
+    def f(x):
+        y = torch.relu(lin1(x)) * 3
+        torch._dynamo.graph_break()
+        return (torch.tanh(lin2(y)) * 2).sum(dim=-1)
+
+    x = torch.randn(8, 16)
+    fused, plain = (trace_lab.jit(f, fusion=s, executor="eager") for s in ("dataflow", "none"))
+    for jfn in (fused, plain):
+        jfn(x).sum().backward()
+    assert len(fused.programs) == 2
+
+    def final(jfn, i, kind):
+        return next(part for part in jfn.programs[i].parts if part.kind == kind).traces[-1]
+
+    for i, op in ((0, "relu"), (1, "tanh")):
+        d = trace_lab.diff(fused, plain, program=i)
+        assert str(d) == str(trace_lab.diff(final(fused, i, "forward"), final(plain, i, "forward")))
+        assert op in str(d).splitlines()[1], str(d)  # "unfused (n): ..." names the graph's own ops
+        assert trace_lab.region_ends(fused, program=i) == trace_lab.region_ends(final(fused, i, "forward"))
+    assert str(trace_lab.diff(fused, plain)) == str(trace_lab.diff(fused, plain, program=1))  # the last run
+    assert str(trace_lab.diff(fused, plain, kind="backward")) == str(
+        trace_lab.diff(fused, plain, kind="backward", program=0))  # the backward ran in reverse: #0 last
+    with pytest.raises(trace_lab.TraceLabError, match=r"program=2.*has 0 \(backward\), 0 \(forward\), 1"):
+        trace_lab.diff(fused, plain, program=2)

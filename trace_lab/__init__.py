@@ -91,20 +91,35 @@ def saved_for_backward(jfn):
     return saved_for_programs(pairs)
 
 
-def diff(a, b, kind: str = "forward"):
+def _final_stage(jfn, kind: str, program: int | None, caller: str) -> Trace:
+    """The final stage of a jitted function's ``kind`` part: of program ``program`` (its index in
+    ``jfn.programs``: a graph break makes one program per graph), or of the one that ran last (None)."""
+    if program is None:
+        traces = last_backward_traces(jfn) if kind == "backward" else last_traces(jfn)
+        if not traces:
+            raise TraceLabError(f"{caller}: no {kind} program has run yet: call the jitted function first")
+        return traces[-1]
+    from .capture.session import program_parts
+
+    kinds = ("inference", "forward") if kind == "forward" else (kind,)
+    found = [part for pos, _, part in program_parts(jfn) if pos == program and part.kind in kinds]
+    if not found:
+        have = sorted({f"{pos} ({part.kind})" for pos, _, part in program_parts(jfn)})
+        raise TraceLabError(f"{caller}(program={program!r}, kind={kind!r}): no such program part; this function "
+                            f"has {', '.join(have) or 'none yet (call it first)'}")
+    return found[-1].traces[-1]
+
+
+def diff(a, b, kind: str = "forward", program: int | None = None):
     """What changed between two stages of one program (two Traces, e.g. ``last_traces(jfn)[0]`` and
-    ``[-1]``), or between the last ``kind`` program of two jitted functions (the same program compiled
-    with other options): ops fused, unfused, moved, added, removed, the live-memory change per op and why
+    ``[-1]``), or between the ``kind`` program of two jitted functions (the same program compiled with
+    other options; ``program=i``: the i-th of ``jfn.programs``, one per graph of a graph break; default: the
+    one that ran last): ops fused, unfused, moved, added, removed, the live-memory change per op and why
     the peak moved (:mod:`trace_lab.analysis.diff`); ``str()`` reads as a summary."""
     from .analysis.diff import diff_traces
 
     def stage(x):
-        if isinstance(x, Trace):
-            return x
-        traces = last_backward_traces(x) if kind == "backward" else last_traces(x)
-        if not traces:
-            raise TraceLabError(f"diff: {x!r} has no {kind} program yet: call it first")
-        return traces[-1]
+        return x if isinstance(x, Trace) else _final_stage(x, kind, program, "diff")
 
     return diff_traces(stage(a), stage(b))
 
@@ -117,18 +132,15 @@ def export_repro(trace_or_jfn, path, region=None, executor="inductor", kind="for
     return _export(trace_or_jfn, path, region=region, executor=executor, kind=kind)
 
 
-def region_ends(trace_or_jfn, kind: str = "forward") -> str:
+def region_ends(trace_or_jfn, kind: str = "forward", program: int | None = None) -> str:
     """Why each fused region of a final stage ends, at each boundary: the executor cannot fuse the
     neighbour, a cycle would form, the horizontal cap, the memory strategy's predicted rise, a collective
-    (:mod:`trace_lab.passes.region_ends`). Data: ``trace.info["region_ends"]``."""
+    (:mod:`trace_lab.passes.region_ends`). Data: ``trace.info["region_ends"]``. Of a jitted function:
+    its ``kind`` part of program ``program`` (one per graph of a graph break; default: the one that ran last)."""
     from .passes.region_ends import format_region_ends
 
-    trace = trace_or_jfn
-    if not isinstance(trace, Trace):
-        traces = last_backward_traces(trace_or_jfn) if kind == "backward" else last_traces(trace_or_jfn)
-        trace = traces[-1] if traces else None
-    if trace is None:
-        raise TraceLabError(f"region_ends: no {kind} program has run yet: call the jitted function first")
+    trace = trace_or_jfn if isinstance(trace_or_jfn, Trace) else \
+        _final_stage(trace_or_jfn, kind, program, "region_ends")
     return format_region_ends(trace.info.get("region_ends", {}))
 
 
