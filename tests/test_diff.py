@@ -7,6 +7,8 @@ another, which keeps all ten paths' buffers alive at once (5 MiB) where the unfu
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import trace_lab
@@ -119,3 +121,27 @@ def test_a_graph_break_makes_programs_each_of_which_can_be_diffed_and_its_region
         trace_lab.diff(fused, plain, kind="backward", program=0))  # the backward ran in reverse: #0 last
     with pytest.raises(trace_lab.TraceLabError, match=r"program=2.*has 0 \(backward\), 0 \(forward\), 1"):
         trace_lab.diff(fused, plain, program=2)
+
+
+def test_export_repro_takes_the_program_of_a_graph_break(tmp_path):
+    """export_repro(jfn, program=i) writes the i-th graph's program: the file of program 0 computes the relu before
+    the break, program 1's the tanh after it."""
+    import torch
+
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(16, 16)
+
+    def f(x):
+        y = torch.relu(lin(x))
+        torch._dynamo.graph_break()
+        return torch.tanh(y).sum()
+
+    jfn = trace_lab.jit(f, fusion="none", executor="eager")
+    jfn(torch.randn(4, 16))
+    first = Path(trace_lab.export_repro(jfn, tmp_path / "p0.py", program=0)).read_text()
+    second = Path(trace_lab.export_repro(jfn, tmp_path / "p1.py", program=1)).read_text()
+    assert "aten.relu" in first and "aten.tanh" not in first
+    assert "aten.tanh" in second and "aten.relu" not in second
+    last = tmp_path / "last.py"
+    trace_lab.export_repro(jfn, last)
+    assert last.read_text() == second  # the default: the program that ran last

@@ -91,25 +91,6 @@ def saved_for_backward(jfn):
     return saved_for_programs(pairs)
 
 
-def _final_stage(jfn, kind: str, program: int | None, caller: str) -> Trace:
-    """The final stage of a jitted function's ``kind`` part: of program ``program`` (its index in
-    ``jfn.programs``: a graph break makes one program per graph), or of the one that ran last (None)."""
-    if program is None:
-        traces = last_backward_traces(jfn) if kind == "backward" else last_traces(jfn)
-        if not traces:
-            raise TraceLabError(f"{caller}: no {kind} program has run yet: call the jitted function first")
-        return traces[-1]
-    from .capture.session import program_parts
-
-    kinds = ("inference", "forward") if kind == "forward" else (kind,)
-    found = [part for pos, _, part in program_parts(jfn) if pos == program and part.kind in kinds]
-    if not found:
-        have = sorted({f"{pos} ({part.kind})" for pos, _, part in program_parts(jfn)})
-        raise TraceLabError(f"{caller}(program={program!r}, kind={kind!r}): no such program part; this function "
-                            f"has {', '.join(have) or 'none yet (call it first)'}")
-    return found[-1].traces[-1]
-
-
 def diff(a, b, kind: str = "forward", program: int | None = None):
     """What changed between two stages of one program (two Traces, e.g. ``last_traces(jfn)[0]`` and
     ``[-1]``), or between the ``kind`` program of two jitted functions (the same program compiled with
@@ -117,19 +98,21 @@ def diff(a, b, kind: str = "forward", program: int | None = None):
     one that ran last): ops fused, unfused, moved, added, removed, the live-memory change per op and why
     the peak moved (:mod:`trace_lab.analysis.diff`); ``str()`` reads as a summary."""
     from .analysis.diff import diff_traces
+    from .run.jit import final_stage
 
     def stage(x):
-        return x if isinstance(x, Trace) else _final_stage(x, kind, program, "diff")
+        return x if isinstance(x, Trace) else final_stage(x, kind, program, "diff")
 
     return diff_traces(stage(a), stage(b))
 
 
-def export_repro(trace_or_jfn, path, region=None, executor="inductor", kind="forward"):
+def export_repro(trace_or_jfn, path, region=None, executor="inductor", kind="forward", program=None):
     """A standalone Python file that runs one program (or one fused region, ``region="fusion0"``) eagerly
-    and through ``executor`` and compares them (:mod:`trace_lab.run.repro`)."""
+    and through ``executor`` and compares them (:mod:`trace_lab.run.repro`); of a jitted function, its
+    ``kind`` part of program ``program`` (one per graph of a graph break; default: the one that ran last)."""
     from .run.repro import export_repro as _export
 
-    return _export(trace_or_jfn, path, region=region, executor=executor, kind=kind)
+    return _export(trace_or_jfn, path, region=region, executor=executor, kind=kind, program=program)
 
 
 def region_ends(trace_or_jfn, kind: str = "forward", program: int | None = None) -> str:
@@ -138,9 +121,10 @@ def region_ends(trace_or_jfn, kind: str = "forward", program: int | None = None)
     (:mod:`trace_lab.passes.region_ends`). Data: ``trace.info["region_ends"]``. Of a jitted function:
     its ``kind`` part of program ``program`` (one per graph of a graph break; default: the one that ran last)."""
     from .passes.region_ends import format_region_ends
+    from .run.jit import final_stage
 
     trace = trace_or_jfn if isinstance(trace_or_jfn, Trace) else \
-        _final_stage(trace_or_jfn, kind, program, "region_ends")
+        final_stage(trace_or_jfn, kind, program, "region_ends")
     return format_region_ends(trace.info.get("region_ends", {}))
 
 

@@ -45,7 +45,7 @@ from ..executors.interface import region_progress
 from .compilation import CompilationRecord
 
 __all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "resolve_run_executor", "last_traces", "last_backward_traces", "FUSION_STRATEGIES",
-           "compile_progress", "joint_graph_hook"]
+           "compile_progress", "joint_graph_hook", "final_stage"]
 
 _PROGRESS = threading.local()  # the compile_progress callback of this thread
 
@@ -448,6 +448,23 @@ def jit(fn=None, **options) -> JitFunction:
     if not callable(fn):
         raise TypeError(f"trace_lab.jit needs a function or nn.Module, got {type(fn).__name__}")
     return JitFunction(fn, opts)
+
+
+def final_stage(jfn, kind: str, program: int | None, caller: str) -> Trace:
+    """The final stage of a jitted function's ``kind`` part: of program ``program`` (its index in
+    ``jfn.programs``: a graph break makes one program per graph), or of the one that ran last (None)."""
+    if program is None:
+        traces = last_backward_traces(jfn) if kind == "backward" else last_traces(jfn)
+        if not traces:
+            raise TraceLabError(f"{caller}: no {kind} program has run yet: call the jitted function first")
+        return traces[-1]
+    kinds = ("inference", "forward") if kind == "forward" else (kind,)
+    found = [part for pos, _, part in program_parts(jfn) if pos == program and part.kind in kinds]
+    if not found:
+        have = sorted({f"{pos} ({part.kind})" for pos, _, part in program_parts(jfn)})
+        raise TraceLabError(f"{caller}(program={program!r}, kind={kind!r}): no such program part; this function "
+                            f"has {', '.join(have) or 'none yet (call it first)'}")
+    return found[-1].traces[-1]
 
 
 def last_traces(jfn: JitFunction) -> list[Trace]:

@@ -276,18 +276,16 @@ def repro_source(trace: Trace, region: str | None = None, executor: str = "induc
 
 
 def export_repro(trace_or_jfn, path, region: str | None = None, executor: str = "inductor",
-                 kind: str = "forward") -> str:
-    """Write the repro of a Trace (or of the last ``kind`` program of a jitted function) to ``path``;
-    ``region``: one fused region (``"fusion0"``) instead of the whole program. Returns the path."""
+                 kind: str = "forward", program: int | None = None) -> str:
+    """Write the repro of a Trace (or of a jitted function's ``kind`` program: ``program=i``, the i-th of its
+    programs, one per graph of a graph break; default the one that ran last) to ``path``; ``region``: one
+    fused region (``"fusion0"``) instead of the whole program. Returns the path."""
     trace = trace_or_jfn
     nvfuser = None
     if not isinstance(trace, Trace):
-        from .jit import last_backward_traces, last_traces
+        from .jit import final_stage
 
-        traces = last_backward_traces(trace_or_jfn) if kind == "backward" else last_traces(trace_or_jfn)
-        if not traces:
-            raise TraceLabError(f"export_repro: no {kind} program has run yet: call the jitted function first")
-        trace = traces[-1]
+        trace = final_stage(trace_or_jfn, kind, program, "export_repro")
         if executor == "nvfuser" and region is not None:
             nvfuser = nvfuser_call_text(_compiled_of(trace_or_jfn, trace), region)
     text = repro_source(trace, region, executor, nvfuser)
