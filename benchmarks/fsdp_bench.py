@@ -398,15 +398,12 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
         off = next((r for r in rows if r["mode"] == mode and not r["sort_waits"]), None)
         for on in (r for r in rows if r["mode"] == mode and r["sort_waits"]):
             h, h0 = _hidden_min_over_ranks(on), on["comm"]["total"]["all_gather_hidden_fraction"]
-            if h is not None:
-                verdicts.append(f"{on['config']}: all-gather hidden {_pct(h)} (measured, each wait's least stall over "
-                                f"the ranks; rank 0's alone {_pct(h0)}; target >= 90%): "
-                                + ("MET" if h >= HIDDEN_TARGET else "NOT MET")
-                                + f" by {100 * (h - HIDDEN_TARGET):+.1f} points")
-            elif h0 is not None:
-                verdicts.append(f"{on['config']}: all-gather hidden {_pct(h0)} (measured, rank 0; one rank: no peer "
-                                f"to separate; target >= 90%): " + ("MET" if h0 >= HIDDEN_TARGET else "NOT MET")
-                                + f" by {100 * (h0 - HIDDEN_TARGET):+.1f} points")
+            judged, how = ((h, f"each wait's least stall over the ranks; rank 0's alone {_pct(h0)}") if h is not None
+                           else (h0, "rank 0; one rank: no peer to separate"))
+            if judged is not None:
+                verdicts.append(f"{on['config']}: all-gather hidden {_pct(judged)} (measured, {how}; target >= 90%): "
+                                + ("MET" if judged >= HIDDEN_TARGET else "NOT MET")
+                                + f" by {100 * (judged - HIDDEN_TARGET):+.1f} points")
             if off:
                 # calibration-free view: with sorting off every wait follows its gather, so that run's stall
                 # is the exposed all-gather time; the share of it sorting removes needs no replayed timings

@@ -139,11 +139,9 @@ def profile_lines(jfn, *args, loss=None, kwargs=None):
 def region_code(jfn, region: str, kind: str = "forward") -> str:
     """The code the executor generated for one fused region of the last ``kind`` program (Inductor's output
     code with its kernels, nvFuser's FusionDefinitions)."""
-    from .capture.session import program_parts
+    from .run.jit import compiled_of, final_stage
 
-    traces = last_backward_traces(jfn) if kind == "backward" else last_traces(jfn)
-    compiled = next((part.compiled for _, _, part in program_parts(jfn) if traces and part.traces[-1] is traces[-1]),
-                    None)
+    compiled = compiled_of(jfn, final_stage(jfn, kind, None, "region_code"))
     if compiled is None:
         raise TraceLabError(f"region_code: no {kind} program has run yet: call the jitted function first")
     try:

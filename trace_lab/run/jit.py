@@ -45,7 +45,7 @@ from ..executors.interface import region_progress
 from .compilation import CompilationRecord
 
 __all__ = ["Options", "JitFunction", "jit", "resolve_fusion", "resolve_run_executor", "last_traces", "last_backward_traces", "FUSION_STRATEGIES",
-           "compile_progress", "joint_graph_hook", "final_stage"]
+           "compile_progress", "joint_graph_hook", "final_stage", "compiled_of"]
 
 _PROGRESS = threading.local()  # the compile_progress callback of this thread
 
@@ -465,6 +465,11 @@ def final_stage(jfn, kind: str, program: int | None, caller: str) -> Trace:
         raise TraceLabError(f"{caller}(program={program!r}, kind={kind!r}): no such program part; this function "
                             f"has {', '.join(have) or 'none yet (call it first)'}")
     return found[-1].traces[-1]
+
+
+def compiled_of(jfn, trace: Trace):
+    """The compiled program of the part of ``jfn`` whose final stage is ``trace`` (None if no part's is)."""
+    return next((part.compiled for _, _, part in program_parts(jfn) if part.traces[-1] is trace), None)
 
 
 def last_traces(jfn: JitFunction) -> list[Trace]:

@@ -283,21 +283,17 @@ def export_repro(trace_or_jfn, path, region: str | None = None, executor: str = 
     trace = trace_or_jfn
     nvfuser = None
     if not isinstance(trace, Trace):
-        from .jit import final_stage
+        from .jit import compiled_of, final_stage
 
         trace = final_stage(trace_or_jfn, kind, program, "export_repro")
         if executor == "nvfuser" and region is not None:
-            nvfuser = nvfuser_call_text(_compiled_of(trace_or_jfn, trace), region)
+            nvfuser = nvfuser_call_text(compiled_of(trace_or_jfn, trace), region)
     text = repro_source(trace, region, executor, nvfuser)
     compile(text, str(path), "exec")  # a file that does not parse is never written
     Path(path).write_text(text)
     return str(path)
 
 
-def _compiled_of(jfn, trace):
-    from ..capture.session import program_parts
-
-    return next((part.compiled for _, _, part in program_parts(jfn) if part.traces and part.traces[-1] is trace), None)
 
 
 def nvfuser_call_text(compiled, region: str) -> str:
