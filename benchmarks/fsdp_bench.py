@@ -268,14 +268,15 @@ def _estimated_hidden(est: list[dict]):
 
 
 def _inflight_text(r):
-    from trace_lab.run.jit import Options
-    from trace_lab.passes.sort_waits import default_max_inflight
-
+    """The in-flight limit a run used: its own, or the one the pass chose (``auto``: from the program's layers)."""
     if not r["sort_waits"]:
         return "-"
     v = r.get("max_inflight", "default")
     if v == "default":
-        v = default_max_inflight(Options(fsdp=r["mode"]))
+        chosen = {info["max_inflight_gathers"] for info in (r.get("sort_info") or {}).values()
+                  if info and "max_inflight_gathers" in info}
+        shown = "/".join("all" if c is None else str(c) for c in sorted(chosen, key=str))
+        return f"auto {shown}" if shown else "auto"
     return "all" if v is None else str(v)
 
 

@@ -9,7 +9,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from trace_lab.errors import TraceLabError
 from trace_lab.run.jit import Options
 from trace_lab.passes import PassContext
-from trace_lab.passes.sort_waits import default_max_inflight, sort_waits_pass
+from trace_lab.passes.sort_waits import default_max_inflight, gathers_per_layer, sort_waits_pass
 from trace_lab.analysis.timeline import CostModel, estimate_timeline
 from trace_lab.report.timeline import format_timeline, timeline_svg
 from trace_lab.ir.trace import Trace
@@ -119,6 +119,39 @@ def test_no_collectives_is_a_noop():
     x = b.input("x", [4])
     t = b.trace(b.op(aten.relu.default, x, name="r"))
     assert run_pass(t) is t
+
+
+def layered_program(weights_per_layer=(3, 2)):
+    """Layer i reads ``weights_per_layer[i]`` gathered weights, one mm each (Dynamo's ``nn_module_stack`` set by
+    hand on the mms, as it names ops traced inside ``self.layers[i]``); a final mm outside any layer."""
+    b = Builder()
+    x = b.input("x", [4, N])
+    k = 0
+    for i, count in enumerate(weights_per_layer):
+        for j in range(count):
+            v = b.gather(b.input(f"p{k}", [N * N // 2]), k)
+            x = b.op(aten.mm.default, x, v, name=f"mm_{i}_{j}")
+            x.meta["nn_module_stack"] = {"L__self__": ("L['self']", object),
+                                         f"L__self___layers_{i}": (f"L['self'].layers[{i}]", object),
+                                         f"L__self___layers_{i}_fc{j}": (f"L['self'].layers[{i}].fc{j}", object)}
+            k += 1
+    head = b.gather(b.input(f"p{k}", [N * N // 2]), k)
+    return b.trace(b.op(aten.mm.default, x, head, name="mm_head"))
+
+
+def test_auto_limit_is_one_layers_gathers():
+    """ZeRO-3's auto limit: the most weights one numbered layer reads (3 here), at least 2; the pass uses it."""
+    t = layered_program((3, 2))
+    assert gathers_per_layer(t.gm) == 3
+    assert default_max_inflight(Options(fsdp="zero3"), t.gm) == 3
+    info = run_pass(t, fsdp="zero3").info["sort_waits"]
+    assert info["max_inflight_gathers"] == 3 and info["peak_inflight_gathers"] == 3
+    # one weight a layer: at least 2; no numbered layer at all (fsdp_like_program): 2; an explicit limit wins
+    assert default_max_inflight(Options(fsdp="zero3"), layered_program((1, 1, 1)).gm) == 2
+    assert gathers_per_layer(fsdp_like_program().gm) is None
+    assert default_max_inflight(Options(fsdp="zero3"), fsdp_like_program().gm) == 2
+    assert default_max_inflight(Options(fsdp="zero3", max_inflight_gathers=1), t.gm) == 1
+    assert default_max_inflight(Options(fsdp="zero2"), t.gm) is None
 
 
 def test_default_limit_and_bad_option():

@@ -335,6 +335,15 @@ def check_wait_sorting(nb):
     table = next(_stdout(c) for c in nb.cells if c.cell_type == "code" and "gather_distance(unsorted)" in c.source)
     rows = [ln.split() for ln in table.splitlines()[1:] if ln.strip()]
     assert len(rows) == 15 and all(r[1] == "0" for r in rows) and all(int(r[2]) > 0 for r in rows)
+    # the default in-flight limit, as the prose quotes it: the sorted forward issues one layer's gathers (each
+    # decoder layer reads 7 weights, counted from the parameter table above) before its first line of compute
+    head = next(_stdout(c) for c in nb.cells if c.cell_type == "code" and 'stored_traces("forward #0' in c.source)
+    lines = [ln for ln in head.splitlines() if re.match(r"^\s+t\d+ = ", ln)]
+    upfront = next(i for i, ln in enumerate(lines) if "all_gather_into_tensor" not in ln)
+    per_layer = max(sum(1 for r in rows if r[0].startswith(f"layers_{k}_")) for k in (0, 1))
+    assert upfront == per_layer == 7, (upfront, per_layer)
+    quotes(_md(nb, "The in-flight limit"), f"Each decoder layer reads {per_layer} weights",
+           f"issues {upfront} all-gathers before its first line of compute")
     timelines = next(_stdout(c) for c in nb.cells if c.cell_type == "code" and "timeline_text()" in c.source)
     unsorted, sorted_ = timelines.split("--- waits sorted")
     assert re.search(r"#0 forward \(estimated\)(\s+\S+){5}\s+0%", unsorted)
