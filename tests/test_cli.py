@@ -60,3 +60,46 @@ def test_executed_notebooks_say_their_slowest_cell(tmp_path):
     page = (tmp_path / "index.html").read_text()
     assert "cell 2: 72.2 s <span class='bad'>(over 60 s)</span>" in page and SLOW_CELL_SECONDS == 60
     assert "cell 4: 12.0 s</td>" in page
+
+
+class _FlakyClient:
+    """Stands in for nbclient's NotebookClient: its first ``fails`` starts raise ``error``."""
+    starts = 0
+
+    def __init__(self, fails, error):
+        self.fails, self.error = fails, error
+
+    def __call__(self, nb, **kwargs):
+        outer = self
+
+        class Client:
+            def execute(self_inner):
+                outer.starts += 1
+                if outer.starts <= outer.fails:
+                    raise outer.error
+                nb.metadata["ran"] = True
+                return nb
+        return Client()
+
+
+def test_a_kernel_that_dies_while_starting_is_started_once_more(tmp_path, monkeypatch, capsys):
+    """jupyter_client's 'died before replying to kernel_info' means no cell ran (GPU check at 2dcfa3a): one more
+    start, said; it dying twice, or any other error, reaches the caller."""
+    import nbclient
+    import nbformat
+    import pytest
+
+    from trace_lab.cli import KERNEL_DIED_AT_START, execute_notebook
+
+    died = RuntimeError(f"{KERNEL_DIED_AT_START} (at client.py:207)")
+    flaky = _FlakyClient(1, died)
+    monkeypatch.setattr(nbclient, "NotebookClient", flaky)
+    nb = execute_notebook(nbformat.v4.new_notebook(), tmp_path, 10)
+    assert nb.metadata["ran"] and flaky.starts == 2
+    assert "kernel died while starting, before any cell ran" in capsys.readouterr().out
+    twice, other = _FlakyClient(2, died), _FlakyClient(1, RuntimeError("Kernel died while running cell 3"))
+    for client, starts in ((twice, 2), (other, 1)):
+        monkeypatch.setattr(nbclient, "NotebookClient", client)
+        with pytest.raises(RuntimeError, match="Kernel died"):
+            execute_notebook(nbformat.v4.new_notebook(), tmp_path, 10)
+        assert client.starts == starts

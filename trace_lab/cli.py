@@ -69,9 +69,23 @@ def execute_notebook(nb, workdir: Path, timeout: int):
     # the kernel's OpenMP threads sleep at a barrier instead of spinning: on a busy machine (the front end
     # rendering the last outputs) spinning threads made a 15 ms program time at 0.5-1 s (issue 26 item 3)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
-                   resources={"metadata": {"path": str(workdir)}}).execute()
-    return nb
+    for attempt in range(1, KERNEL_START_TRIES + 1):
+        try:
+            NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
+                           resources={"metadata": {"path": str(workdir)}}).execute()
+            return nb
+        except RuntimeError as e:
+            if KERNEL_DIED_AT_START not in str(e) or attempt == KERNEL_START_TRIES:
+                raise
+            _say(f"the notebook's kernel died while starting, before any cell ran ({e}): starting another "
+                 f"(attempt {attempt + 1} of {KERNEL_START_TRIES})")
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+# jupyter_client's message when a kernel exits before it answers its first request (kernel_info): no cell has
+# run. Seen once in the GPU check (2dcfa3a, 10 workers starting kernels at once); a second start is safe.
+KERNEL_DIED_AT_START = "Kernel died before replying to kernel_info"
+KERNEL_START_TRIES = 2
 
 
 SLOW_CELL_SECONDS = 60.0  # a teaching notebook's cell should finish within this on a 2-core CPU (issue 26)
