@@ -356,9 +356,9 @@ def gpu_check_args(args: list[str]) -> list[str]:
     browser tests, which need Chromium); pytest arguments the caller gave after ``--`` come after these (their own
     ``-m`` wins)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from gpu_check import MARKERS
+    from gpu_check import TIER_ARGS
 
-    full = ["--full", "-m", f"({MARKERS}) or (full and not browser)"]  # no Chromium there: browser tests need CI's
+    full = list(TIER_ARGS)
     if "--" in args:
         i = args.index("--")
         return args[:i + 1] + full + args[i + 1:]

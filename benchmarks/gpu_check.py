@@ -42,6 +42,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results"
 MARKERS = "gpu or teaching"
+# the full tier dev.py appends to every check's pytest arguments (dev.gpu_check_args; no Chromium there: its
+# browser tests need CI's): a check given nothing more is whole
+TIER_ARGS = ["--full", "-m", f"({MARKERS}) or (full and not browser)"]
 
 
 def environment() -> dict:
@@ -284,9 +287,23 @@ def slug(gpu: str | None) -> str:
     return device_slug(gpu)
 
 
-def write(env: dict, items: list[dict], run: dict, ok: bool, why: list[str], out_dir: Path) -> Path:
+def is_subset(pytest_args: list[str]) -> bool:
+    """Whether pytest arguments choose a part of the check (``-k``, a path, another ``-m``) beyond dev.py's tier."""
+    args = list(pytest_args)
+    for i in range(len(args) - len(TIER_ARGS) + 1):
+        if args[i:i + len(TIER_ARGS)] == TIER_ARGS:
+            del args[i:i + len(TIER_ARGS)]
+            break
+    return bool(args)
+
+
+def write(env: dict, items: list[dict], run: dict, ok: bool, why: list[str], out_dir: Path,
+          subset: bool = False) -> Path:
+    """The result files; a subset's are named ``...-gpu-check-subset``, so that :func:`latest_full_check_items`
+    (and the forecasts built on it) never take a part for the whole check."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    base = out_dir / f"{env['date']}-{slug(env['gpu'])}-{env['commit'].replace('+', '-')}-gpu-check"
+    base = out_dir / (f"{env['date']}-{slug(env['gpu'])}-{env['commit'].replace('+', '-')}-gpu-check"
+                      + ("-subset" if subset else ""))
     counts = {s: sum(1 for i in items if i["status"] == s) for s in ("passed", "failed", "error", "skipped")}
     data = {"ok": ok, "why": why, "environment": env, "counts": counts, "run": run, "items": items}
     base.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
@@ -350,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     keep = args.out / "gpu-check-notebooks" if args.keep_notebooks else None
     items, run = run_pytest(args.budget, workers, keep, args.pytest_args)
     ok, why = verdict(items, run)
-    base = write(env, items, run, ok, why, args.out)
+    base = write(env, items, run, ok, why, args.out, subset=is_subset(args.pytest_args))
     print(f"[gpu-check] {'PASSED' if ok else 'FAILED: ' + '; '.join(why)} -> {base}.json / .txt", flush=True)
     return 0 if ok else 1
 

@@ -58,3 +58,28 @@ def test_a_name_naming_the_right_gpu_or_none_is_kept(template):
 def test_an_unknown_placeholder_is_a_clear_error():
     with pytest.raises(ValueError, match=r"only \{date\}, \{device\} and \{commit\}"):
         result_stem("{date}-{gpu}", "h100", "abc")
+
+
+def test_a_part_of_the_gpu_check_is_named_a_subset(tmp_path):
+    """A check given -k (2026-11-28: notebook 02 again at 4dd6773) wrote `...-gpu-check.json`, the name of a whole
+    check, which latest_full_check_items (the forecasts' list of items) would have taken for the whole check."""
+    gpu_check = load_script("benchmarks/gpu_check.py")
+    dev = load_script("dev.py")
+    whole = dev.gpu_check_args(["--workers", "2"])
+    part = dev.gpu_check_args(["--workers", "2", "-k", "02_compile_time"])
+    pytest_args = (lambda args: [a for a in args[args.index("--") + 1:]] if "--" in args else args)
+    assert not gpu_check.is_subset([]) and not gpu_check.is_subset(pytest_args(whole))
+    assert gpu_check.is_subset(["-k", "02_compile_time", "--full", "-m", "(gpu or teaching) or (full and not browser)"])
+    assert gpu_check.is_subset(["tests/test_x.py"])
+    assert part[part.index("-k"):part.index("-k") + 2] == ["-k", "02_compile_time"]
+    env = {"date": "2026-11-28", "gpu": "NVIDIA H100 80GB HBM3", "commit": "4dd6773", "torch": "t", "cuda": "c",
+           "nvfuser": "n", "nvfuser_missing": None, "python": "p"}
+    run = {"wall_s": 1.0, "workers": 2, "budget_s": 10.0, "returncode": 0, "timed_out": False}
+    items = [{"item": "tests/test_a.py::test_a@g", "group": "g", "status": "passed", "reason": "", "seconds": 1.0,
+              "finished": True}]
+    gpu_check.write(env, items, run, True, [], tmp_path)
+    gpu_check.write(env, [dict(items[0], item="tests/test_b.py::test_b@g")], run, True, [], tmp_path, subset=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "2026-11-28-h100-4dd6773-gpu-check-subset.json", "2026-11-28-h100-4dd6773-gpu-check-subset.txt",
+        "2026-11-28-h100-4dd6773-gpu-check.json", "2026-11-28-h100-4dd6773-gpu-check.txt"]
+    assert gpu_check.latest_full_check_items(tmp_path) == ["tests/test_a.py::test_a"]
