@@ -394,6 +394,7 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
              "The targets use AG hidden."
              "\n* profiler lanes: NCCL kernel durations, which include spinning until the peer rank arrives; "
              "secondary, understates hiding.")
+    text += "".join(f"\n{line}" for line in _exposed_lines(rows))
     verdicts = []
     for mode in ("zero2", "zero3"):
         off = next((r for r in rows if r["mode"] == mode and not r["sort_waits"]), None)
@@ -427,6 +428,21 @@ def summarize(rows: list[dict]) -> tuple[str, list[str]]:
             verdicts.append(f"{r['config']} (executor {r.get('executor', '?')}): {ratio:.2f}x FSDP2 + torch.compile's "
                             f"step (target <= 1.0x with a fused executor): " + ("MET" if ratio <= 1.0 else "NOT MET"))
     return text, verdicts
+
+
+def _exposed_lines(rows: list[dict]) -> list[str]:
+    """Per measured configuration, where its communication stayed exposed (``comm_measure.most_exposed``: each
+    wait's least stall over the ranks, mean of the measured steps; the first launch's)."""
+    lines = []
+    for r in rows:
+        entries = (r.get("comm") or {}).get("most_exposed")
+        if entries:
+            shown = "; ".join(f"{e['part']} {e['wait']} ({e['collective']} of {e.get('reads') or '?'}) "
+                              f"{_ms(e['stall_seconds'])} ms of {_ms(e.get('intrinsic_seconds'))}" for e in entries)
+            lines.append(f"most exposed, {r['config']} (least stall over the ranks, first launch): {shown}")
+    if lines:
+        lines.insert(0, "where the stall is (ms per step, against the collective's intrinsic ms):")
+    return lines
 
 
 def _write(out_dir: str, name: str, data: dict, report: str) -> str:

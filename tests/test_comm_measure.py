@@ -108,6 +108,13 @@ def test_one_stall_per_executed_wait_and_finite_fractions(runs, config):
         assert {p["program"] for p in comm["parts"]} == {0}
         assert all(_finite(w["stall_seconds"]) and w["stall_seconds"] >= 0 for w in comm["waits"])
         assert {w["collective"] for w in comm["waits"]} == {"all_gather", "reduce_scatter"}
+        # an all-gather reads a parameter shard (the fsdp pass's placeholders are named <parameter>_shard)
+        assert all(w["reads"].endswith("_shard") for w in comm["waits"] if w["collective"] == "all_gather"), \
+            sorted({w["reads"] for w in comm["waits"] if w["collective"] == "all_gather"})
+        # the most exposed waits are executed waits, ranked by stall
+        exposed = comm["most_exposed"]
+        assert exposed and {e["wait"] for e in exposed} <= {w["wait"] for w in comm["waits"]}
+        assert [e["stall_seconds"] for e in exposed] == sorted((e["stall_seconds"] for e in exposed), reverse=True)
         # ZeRO-2 gathers only in the forward; ZeRO-3 gathers again in the backward
         bw_gathers = by_part["backward"]["waits_by_kind"]["all_gather"]
         assert (bw_gathers > 0) if config[0] == "zero3" else (bw_gathers == 0)

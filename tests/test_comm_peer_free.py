@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from trace_lab.distributed.comm_measure import min_over_ranks, summarize_stalls
+from trace_lab.distributed.comm_measure import min_over_ranks, most_exposed, summarize_stalls
 
 from script_loader import load_script
 
@@ -75,3 +75,37 @@ def test_the_bench_judges_the_target_without_peer_waits_and_shows_rank_0s_figure
     _, verdicts = bench.summarize([_row(0.5, None)])
     line = next(v for v in verdicts if "all-gather hidden" in v)
     assert "rank 0; one rank" in line and line.endswith("NOT MET by -40.0 points")
+
+
+def test_the_most_exposed_waits_are_ranked_by_their_stall_per_step():
+    """Two measured steps: wait1 stalls 3 + 1 ms (2 ms a step), wait0 1 + 0 ms (0.5), wait2 never: ranked
+    wait1, wait0; each with what its collective reads and its intrinsic time; the least over the ranks."""
+    sig2 = ("all_gather", (8,), "float32", (2, "0"))
+    steps = [_waits([0.001, 0.003, 0.0]), _waits([0.0, 0.001, 0.0])]
+    for step, waits in enumerate(steps):
+        for w, reads in zip(waits, ("p0_shard", "p1_shard", "p2_shard")):
+            w.update(step=step, reads=reads)
+        waits[1]["signature"] = sig2
+    mine = steps[0] + steps[1]
+    got = most_exposed(mine, {SIG: 0.004, sig2: 0.005}, steps=2)
+    assert [(e["wait"], e["reads"]) for e in got] == [("wait1", "p1_shard"), ("wait0", "p0_shard")]
+    assert got[0]["stall_seconds"] == pytest.approx(0.002) and got[1]["stall_seconds"] == pytest.approx(0.0005)
+    assert got[0]["intrinsic_seconds"] == 0.005 and got[1]["intrinsic_seconds"] == 0.004
+    assert [e["wait"] for e in most_exposed(mine, {}, steps=2, n=1)] == ["wait1"]
+    # the summary ranks the peer-free stalls where there are several ranks: the peer stalled less at wait1
+    peer = [dict(w, stall_seconds=0.0 if w["wait"] == "wait1" else w["stall_seconds"]) for w in mine]
+    out = summarize_stalls(mine, [], {SIG: 0.004, sig2: 0.005}, steps=2, peer_free=min_over_ranks([mine, peer]))
+    assert [e["wait"] for e in out["most_exposed"]] == ["wait0"]
+    assert [e["wait"] for e in summarize_stalls(mine, [], {}, steps=2)["most_exposed"]] == ["wait1", "wait0"]
+
+
+def test_the_bench_says_where_the_stall_is():
+    bench = _bench()
+    row = _row(0.5, 0.95)
+    row["comm"]["most_exposed"] = [{"program": 1, "part": "backward", "wait": "wait_tensor_3",
+                                    "collective": "all_gather", "reads": "layers_7_attn_wqkv_weight_shard",
+                                    "stall_seconds": 0.00021, "intrinsic_seconds": 0.00035}]
+    text, _ = bench.summarize([row])
+    line = next(ln for ln in text.splitlines() if ln.startswith("most exposed, zero2+sort"))
+    assert "backward wait_tensor_3 (all_gather of layers_7_attn_wqkv_weight_shard) 0.21 ms of 0.35" in line
+    assert "most exposed" not in bench.summarize([_row(0.5, 0.95)])[0]

@@ -33,6 +33,12 @@ figures here do not count spinning:
   path). Measured on 2 x H100 (668a15d, 2026-11-27): rank 0 read 20.7% all-gather hidden where
   rank 1 read 85.8% in the same launch. Every rank computes it (one ``all_gather_object``).
 
+* **where it stays exposed** (``most_exposed``): the waits with the largest stall (each
+  wait's least over the ranks where there are several, else this rank's), averaged over
+  the measured steps, each with what its collective reads (a parameter shard's name) and
+  its intrinsic time: whether the program's first gathers, or one large weight, are what
+  is left.
+
 Nothing here is active unless a recorder is entered; programs run unchanged
 (and uninstrumented) otherwise.
 """
@@ -46,7 +52,7 @@ import torch
 from ..capture.session import program_parts
 
 __all__ = ["WaitStallRecorder", "measure_comm", "calibrate", "summarize_stalls", "format_comm", "KINDS",
-           "min_over_ranks"]
+           "min_over_ranks", "most_exposed"]
 
 KINDS = ("all_gather", "reduce_scatter", "all_reduce")
 
@@ -69,6 +75,16 @@ def _signature(wait_node):
         return kinds[c.target], None
     tail = tuple(c.args[1:])
     return kinds[c.target], (kinds[c.target], tuple(val.shape), str(val.dtype).replace("torch.", ""), tail)
+
+
+def _collective_reads(trace, wait_node) -> str | None:
+    """What the collective a wait node waits for reads, as ``trace`` prints it (a parameter shard's input name,
+    ``layers_0_attn_wqkv_weight_shard``), or None."""
+    c = wait_node.args[0] if wait_node.args else None
+    source = c.args[0] if getattr(c, "op", None) == "call_function" and c.args else None
+    if not hasattr(source, "name"):
+        return None
+    return trace.name(source) if hasattr(trace, "name") else source.name
 
 
 class _Timer:
@@ -138,7 +154,8 @@ class WaitStallRecorder:
             kind, sig = _signature(node)
             program, part = self.label(trace)
             waits.append({"program": program, "part": part, "step": step, "wait": node.name, "collective": kind,
-                          "signature": sig, "stall_seconds": max(0.0, self.timer.seconds(a, b))})
+                          "reads": _collective_reads(trace, node), "signature": sig,
+                          "stall_seconds": max(0.0, self.timer.seconds(a, b))})
         spans = []
         for trace, step, a, b in self._spans:
             program, part = self.label(trace)
@@ -231,6 +248,23 @@ def _totals(waits: list[dict], intrinsic: dict, steps: int) -> dict:
     }
 
 
+MOST_EXPOSED = 5  # waits summarize_stalls lists by stall
+
+
+def most_exposed(waits: list[dict], intrinsic: dict, steps: int, n: int = MOST_EXPOSED) -> list[dict]:
+    """The ``n`` waits (program, part, wait) with the largest stall per step (mean over ``steps``), largest first:
+    each with its collective, what that reads, and its intrinsic seconds; waits that never stalled are left out."""
+    per: dict[tuple, dict] = {}
+    for w in waits:
+        key = (w["program"], w["part"], w["wait"])
+        entry = per.setdefault(key, {"program": w["program"], "part": w["part"], "wait": w["wait"],
+                                     "collective": w["collective"], "reads": w.get("reads"), "stall_seconds": 0.0,
+                                     "intrinsic_seconds": intrinsic.get(w.get("signature"), None)})
+        entry["stall_seconds"] += w["stall_seconds"] / max(steps, 1)
+    ranked = sorted((e for e in per.values() if e["stall_seconds"] > 0), key=lambda e: -e["stall_seconds"])
+    return ranked[:n]
+
+
 def min_over_ranks(rank_waits: list[list[dict]]) -> list[dict] | None:
     """Each rank's executed waits (in order) -> the first rank's waits with, per wait, the smallest stall over the
     ranks (module docstring); None when the ranks did not execute the same waits."""
@@ -272,6 +306,7 @@ def summarize_stalls(waits: list[dict], spans: list[dict], intrinsic: dict, step
             "steps": steps, "iter_seconds": iter_seconds, "parts": parts,
             "total": _totals(waits, intrinsic, steps),
             "total_min_over_ranks": _totals(peer_free, intrinsic, steps) if peer_free is not None else None,
+            "most_exposed": most_exposed(peer_free if peer_free is not None else waits, intrinsic, steps),
             "calibration": calibration,
             "waits": [{k: v for k, v in w.items() if k != "signature"} for w in waits]}
 
