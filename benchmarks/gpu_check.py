@@ -61,6 +61,7 @@ def environment() -> dict:
     head = git_commit(str(ROOT))
     commit = (head["commit"] or "unknown") + ("+dirty" if head["dirty"] else "")
     return {"commit": commit, "date": datetime.date.today().isoformat(),
+            "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
             "torch": torch.__version__, "cuda": torch.version.cuda,
             "nvfuser": None if why else package_version("nvfuser"), "nvfuser_missing": why,
@@ -98,39 +99,65 @@ def collect(log: Path) -> list[dict]:
 
 
 def known_durations(results: Path = RESULTS) -> dict[str, float]:
-    """Each item's seconds in the GPU checks kept in ``results`` (the newest file that ran it wins; the ``@group``
-    suffix pytest-xdist adds is dropped): the plugin starts the longest work first from these."""
-    files = sorted(list(results.glob("*-gpu-check*.json")) + list(results.glob("*-gpu-check*.json.gz")),
-                   key=lambda f: f.name)  # names start with the date; same-day files in name order
+    """Each item's seconds in the GPU checks kept in ``results`` (the newest file that ran it wins, in
+    :func:`checks_in_order`; the ``@group`` suffix pytest-xdist adds is dropped): the plugin starts the longest
+    work first from these, and the forecast sums them."""
     seconds: dict[str, float] = {}
-    for f in files:
-        for item in _check_items(f) or []:
+    for _, data in checks_in_order(results, "*-gpu-check*.json*"):
+        for item in data.get("items") or []:
             if item.get("status") in ("passed", "failed") and item.get("seconds") is not None:  # 0.0: instant
                 seconds[item["item"].split("@")[0]] = float(item["seconds"])
     return seconds
 
 
-def _check_items(path: Path) -> list[dict] | None:
-    """The items of a kept GPU check's result file (``.json`` or ``.json.gz``); None if it cannot be read."""
+def checks_in_order(results: Path, pattern: str) -> list[tuple[Path, dict]]:
+    """The readable GPU check files ``pattern`` matches in ``results`` (``.json`` or ``.json.gz``), oldest first:
+    by the date their name starts with, then by when they ran (``environment.measured_at``; a file from before it
+    was recorded: its commit's time, from git, where the checkout has it). Name order alone put same-day checks
+    in the order of their commit hashes (2026-11-28: c1cd96d's seconds were taken over 2dcfa3a's, newer)."""
+    found = []
+    for f in results.glob(pattern):
+        if not f.name.endswith((".json", ".json.gz")):
+            continue
+        data = _check_data(f)
+        if data is None:
+            continue
+        env = data.get("environment") or {}
+        when = env.get("measured_at") or _commit_time(str(env.get("commit") or "").split("+")[0]) or ""
+        found.append((f.name[:10], when, f.name, f, data))
+    return [(f, data) for *_, f, data in sorted(found, key=lambda t: t[:3])]
+
+
+def _commit_time(commit: str) -> str | None:
+    """``commit``'s committer time (ISO, UTC) from this checkout's git, or None (no git, unknown commit)."""
+    if not commit or commit == "unknown":
+        return None
+    try:
+        done = subprocess.run(["git", "log", "-1", "--format=%cd", "--date=iso-strict-local", commit], cwd=ROOT,
+                              capture_output=True, text=True, timeout=10, env=dict(os.environ, TZ="UTC"))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def _check_data(path: Path) -> dict | None:
+    """A kept GPU check's result file (``.json`` or ``.json.gz``); None if it cannot be read."""
     import gzip
 
     try:
         with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as f:
-            return json.load(f).get("items") or []
+            data = json.load(f)
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def latest_full_check_items(results: Path = RESULTS) -> list[str]:
     """The items (``@group`` suffix dropped) of the newest whole GPU check kept in ``results``
-    (``<date>-<gpu>-<commit>-gpu-check.json[.gz]``; not the subset or recheck files): what the check runs now."""
-    files = sorted([f for f in results.glob("*-gpu-check.json*") if f.name.endswith((".json", ".json.gz"))],
-                   key=lambda f: f.name)
-    for f in reversed(files):
-        items = _check_items(f)
-        if items is not None:
-            return [item["item"].split("@")[0] for item in items]
-    return []
+    (``<date>-<gpu>-<commit>-gpu-check.json[.gz]``; not the subset or recheck files; :func:`checks_in_order`):
+    what the check runs now."""
+    checks = checks_in_order(results, "*-gpu-check.json*")
+    return [item["item"].split("@")[0] for item in checks[-1][1].get("items") or []] if checks else []
 
 
 def forecast_of(log: Path) -> dict | None:

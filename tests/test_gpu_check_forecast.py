@@ -107,3 +107,29 @@ def test_a_forecast_on_a_machine_that_skips_a_module_counts_its_items_as_the_las
     forecast = module.forecast_of(tmp_path / "log.jsonl")
     assert forecast["expected_wall_s"] == 52.0 and forecast["from_skipped_modules"] == 1, done.stdout + done.stderr
     assert "1 items of 1 module(s) skipped here" in done.stdout and "MORE than the budget (45 s)" in done.stdout
+
+
+def test_same_day_checks_are_ordered_by_when_they_ran_not_by_their_names(tmp_path):
+    """2026-11-28: c1cd96d's check (run first) sorted after 2dcfa3a's (run later) by name, so its seconds and its
+    item list were taken for the newest. Files record when they ran (``measured_at``); that orders a day's files."""
+    import json
+
+    module = load_script("benchmarks/gpu_check.py")
+
+    def check(name, when, seconds):
+        env = {"commit": name.split("-")[4], "date": name[:10]}
+        if when:
+            env["measured_at"] = when
+        (tmp_path / name).write_text(json.dumps({"environment": env, "items": [
+            {"item": f"test_x.py::test_{seconds:.0f}", "status": "passed", "seconds": seconds},
+            {"item": "test_x.py::test_both@g", "status": "passed", "seconds": seconds}]}))
+
+    check("2026-11-28-h100-fff0001-gpu-check.json", "2026-11-28T01:00:00+00:00", 1.0)  # ran first
+    check("2026-11-28-h100-0000002-gpu-check.json", "2026-11-28T05:00:00+00:00", 2.0)  # ran later, sorts first
+    check("2026-11-27-h100-fff0003-gpu-check.json", None, 3.0)  # the day before: its date decides
+    assert [f.name[16:23] for f, _ in module.checks_in_order(tmp_path, "*-gpu-check*.json*")] == [
+        "fff0003", "fff0001", "0000002"]
+    assert module.known_durations(tmp_path)["test_x.py::test_both"] == 2.0
+    assert module.latest_full_check_items(tmp_path) == ["test_x.py::test_2", "test_x.py::test_both"]
+    # a file from before measured_at whose commit git does not know sorts first in its day, then by name
+    assert module._commit_time("fff0003") is None
