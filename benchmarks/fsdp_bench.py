@@ -437,7 +437,7 @@ def _exposed_lines(rows: list[dict]) -> list[str]:
     for r in rows:
         entries = (r.get("comm") or {}).get("most_exposed")
         if entries:
-            shown = "; ".join(f"{e['part']} {e['wait']} ({e['collective']} of {e.get('reads') or '?'}) "
+            shown = "; ".join(f"{e['part']} {e.get('line') or e['wait']} ({e['collective']} of {e.get('reads') or '?'}) "
                               f"{_ms(e['stall_seconds'])} ms of {_ms(e.get('intrinsic_seconds'))}" for e in entries)
             lines.append(f"most exposed, {r['config']} (least stall over the ranks, first launch): {shown}")
     if lines:

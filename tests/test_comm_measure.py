@@ -7,6 +7,7 @@ the hook), and that instrumenting changes no result.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -113,6 +114,8 @@ def test_one_stall_per_executed_wait_and_finite_fractions(runs, config):
             sorted({w["reads"] for w in comm["waits"] if w["collective"] == "all_gather"})
         # the most exposed waits are executed waits, ranked by stall
         exposed = comm["most_exposed"]
+        # each named as the printed trace names its line (t<n>), as the trace view shows it
+        assert all(re.fullmatch(r"t\d+", e["line"]) for e in exposed), [e["line"] for e in exposed]
         assert exposed and {e["wait"] for e in exposed} <= {w["wait"] for w in comm["waits"]}
         assert [e["stall_seconds"] for e in exposed] == sorted((e["stall_seconds"] for e in exposed), reverse=True)
         # ZeRO-2 gathers only in the forward; ZeRO-3 gathers again in the backward

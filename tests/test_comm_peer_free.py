@@ -102,10 +102,10 @@ def test_the_most_exposed_waits_are_ranked_by_their_stall_per_step():
 def test_the_bench_says_where_the_stall_is():
     bench = _bench()
     row = _row(0.5, 0.95)
-    row["comm"]["most_exposed"] = [{"program": 1, "part": "backward", "wait": "wait_tensor_3",
+    row["comm"]["most_exposed"] = [{"program": 1, "part": "backward", "wait": "wait_tensor_3", "line": "t12",
                                     "collective": "all_gather", "reads": "layers_7_attn_wqkv_weight_shard",
                                     "stall_seconds": 0.00021, "intrinsic_seconds": 0.00035}]
     text, _ = bench.summarize([row])
     line = next(ln for ln in text.splitlines() if ln.startswith("most exposed, zero2+sort"))
-    assert "backward wait_tensor_3 (all_gather of layers_7_attn_wqkv_weight_shard) 0.21 ms of 0.35" in line
+    assert "backward t12 (all_gather of layers_7_attn_wqkv_weight_shard) 0.21 ms of 0.35" in line
     assert "most exposed" not in bench.summarize([_row(0.5, 0.95)])[0]

@@ -154,6 +154,7 @@ class WaitStallRecorder:
             kind, sig = _signature(node)
             program, part = self.label(trace)
             waits.append({"program": program, "part": part, "step": step, "wait": node.name, "collective": kind,
+                          "line": trace.name(node) if hasattr(trace, "name") else node.name,
                           "reads": _collective_reads(trace, node), "signature": sig,
                           "stall_seconds": max(0.0, self.timer.seconds(a, b))})
         spans = []
@@ -253,12 +254,14 @@ MOST_EXPOSED = 5  # waits summarize_stalls lists by stall
 
 def most_exposed(waits: list[dict], intrinsic: dict, steps: int, n: int = MOST_EXPOSED) -> list[dict]:
     """The ``n`` waits (program, part, wait) with the largest stall per step (mean over ``steps``), largest first:
-    each with its collective, what that reads, and its intrinsic seconds; waits that never stalled are left out."""
+    each with its line's name in the printed trace, its collective, what that reads, and its intrinsic seconds;
+    waits that never stalled are left out."""
     per: dict[tuple, dict] = {}
     for w in waits:
         key = (w["program"], w["part"], w["wait"])
         entry = per.setdefault(key, {"program": w["program"], "part": w["part"], "wait": w["wait"],
-                                     "collective": w["collective"], "reads": w.get("reads"), "stall_seconds": 0.0,
+                                     "line": w.get("line", w["wait"]), "collective": w["collective"],
+                                     "reads": w.get("reads"), "stall_seconds": 0.0,
                                      "intrinsic_seconds": intrinsic.get(w.get("signature"), None)})
         entry["stall_seconds"] += w["stall_seconds"] / max(steps, 1)
     ranked = sorted((e for e in per.values() if e["stall_seconds"] > 0), key=lambda e: -e["stall_seconds"])
