@@ -24,8 +24,8 @@ figures are reported; every rank's iteration time and measured totals are kept):
 
 Configurations: ``zero2``, ``zero2+sort``, ``zero3``, ``zero3+sort``; ``@K`` adds an
 in-flight limit of K all-gathers (``zero3+sort@7``: about one layer ahead, a layer
-has 7 parameters; ``@all``: unlimited; without ``@`` the pass's default: 2 for
-ZeRO-3, unlimited for ZeRO-2). PyTorch's own FSDP2 as the peer (issue 27 item 5):
+has 7 parameters; ``@all``: unlimited; without ``@`` the pass's default: one layer's
+gathers for ZeRO-3 (7 here; 2 until 2026-11-28), unlimited for ZeRO-2). PyTorch's own FSDP2 as the peer (issue 27 item 5):
 ``fsdp2`` (``torch.distributed.fsdp.fully_shard`` on each layer and on the stack, eager)
 and ``fsdp2+compile`` (the same, then ``torch.compile``), at the same model, batch and
 dtype; their rows have iteration time, first step and peak (no wait-stall measurement:
@@ -470,7 +470,9 @@ def main(argv=None):
     ap.add_argument("--executor", default="eager")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--measure-steps", type=int, default=2, help="instrumented steps for the wait stalls")
+    # 6, was 2: the stalls are a mean over these steps, and one late rank in one of 2 steps moved a configuration's
+    # hidden fraction by points (2026-11-28: zero3+sort at 7 in flight read 91.1% and 86.8% on two machines)
+    ap.add_argument("--measure-steps", type=int, default=6, help="instrumented steps for the wait stalls (mean)")
     ap.add_argument("--calib-reps", type=int, default=5, help="repetitions per collective in the calibration")
     ap.add_argument("--no-profile", dest="profile", action="store_false", help="skip the profiler-lane step")
     ap.add_argument("--configs", "--only", dest="configs", default=DEFAULT_CONFIGS,
