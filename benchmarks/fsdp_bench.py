@@ -25,7 +25,10 @@ figures are reported; every rank's iteration time and measured totals are kept):
 Configurations: ``zero2``, ``zero2+sort``, ``zero3``, ``zero3+sort``; ``@K`` adds an
 in-flight limit of K all-gathers (``zero3+sort@7``: about one layer ahead, a layer
 has 7 parameters; ``@all``: unlimited; without ``@`` the pass's default: one layer's
-gathers for ZeRO-3 (7 here; 2 until 2026-11-28), unlimited for ZeRO-2). PyTorch's own FSDP2 as the peer (issue 27 item 5):
+gathers for ZeRO-3 (7 here; 2 until 2026-11-28), unlimited for ZeRO-2). ``+keeplast`` (ZeRO-3, an
+experiment, not a trace_lab option): the last layer's gathered weights are saved for the backward instead of
+gathered again (:func:`keep_last_layer_gathered`, through ``trace_lab.run.jit.joint_graph_hook``), to test
+whether the gather left exposed at the backward's start is what keeps zero3+sort under 90% hidden. PyTorch's own FSDP2 as the peer (issue 27 item 5):
 ``fsdp2`` (``torch.distributed.fsdp.fully_shard`` on each layer and on the stack, eager)
 and ``fsdp2+compile`` (the same, then ``torch.compile``), at the same model, batch and
 dtype; their rows have iteration time, first step and peak (no wait-stall measurement:
@@ -43,6 +46,7 @@ step. The script prints whether each is met and by how much.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -60,19 +64,50 @@ PEERS = {"fsdp2": False, "fsdp2+compile": True}  # PyTorch's FSDP2 rows: name ->
 
 
 def parse_config(spec: str) -> dict:
-    """``zero3+sort@7`` -> {"name", "mode", "sort_waits", "max_inflight"} (max_inflight "default" = the pass's)."""
+    """``zero3+sort@7`` -> {"name", "mode", "sort_waits", "keep_last", "max_inflight"} (max_inflight "default" =
+    the pass's). ``+keeplast`` (ZeRO-3 only, an experiment: :func:`keep_last_layer_gathered`)."""
     name = spec.strip()
     if name in PEERS:
-        return {"name": name, "mode": "fsdp2", "sort_waits": False, "max_inflight": None, "compile": PEERS[name]}
+        return {"name": name, "mode": "fsdp2", "sort_waits": False, "keep_last": False, "max_inflight": None,
+                "compile": PEERS[name]}
     base, _, limit = name.partition("@")
-    mode, _, sort = base.partition("+")
-    if mode not in ("zero2", "zero3") or sort not in ("", "sort") or (limit and not sort):
-        raise SystemExit(f"unknown configuration {spec!r}: use zero2|zero3, optional +sort, optional @K or @all "
-                         "(only with +sort)")
+    mode, *flags = base.split("+")
+    sort, keep_last = "sort" in flags, "keeplast" in flags
+    if mode not in ("zero2", "zero3") or set(flags) - {"sort", "keeplast"} or len(set(flags)) != len(flags) \
+            or (limit and not sort) or (keep_last and mode != "zero3"):
+        raise SystemExit(f"unknown configuration {spec!r}: use zero2|zero3, optional +sort, optional +keeplast "
+                         "(zero3 only), optional @K or @all (only with +sort)")
     if limit and limit != "all" and not (limit.isdigit() and int(limit) >= 1):
         raise SystemExit(f"configuration {spec!r}: @K needs a positive integer or 'all'")
     inflight = "default" if not limit else (None if limit == "all" else int(limit))
-    return {"name": name, "mode": mode, "sort_waits": bool(sort), "max_inflight": inflight}
+    return {"name": name, "mode": mode, "sort_waits": sort, "keep_last": keep_last, "max_inflight": inflight}
+
+
+def keep_last_layer_gathered(joint_gm) -> None:
+    """Joint-graph hook for the ``+keeplast`` experiment (after ZeRO-3's, which tags every gather
+    MUST_RECOMPUTE): the gathers whose forward readers are in the last numbered layer are saved for the backward
+    instead (MUST_SAVE), as FSDP2's ``reshard_after_forward=False`` keeps a module's parameters. The backward then
+    starts without gathering that layer again, at one layer's gathered weights of memory: the question is whether
+    that removes the all-gather left exposed at the backward's start (2026-11-28, docs/distributed.md)."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    from trace_lab.passes.layers import layer_of
+
+    unshard = torch.ops.trace_lab.fsdp_unshard.default
+    order = {n: i for i, n in enumerate(joint_gm.graph.nodes)}
+    gathers = [n for n in joint_gm.graph.nodes if n.op == "call_function" and n.target is unshard]
+    layer = {}
+    for g in gathers:
+        readers = [u for u in g.users if u.meta.get("nn_module_stack")]  # forward readers carry the module path
+        first = min(readers, key=order.__getitem__) if readers else None
+        layer[g] = layer_of(first) if first is not None else None
+    seen = [layer[g] for g in sorted(gathers, key=order.__getitem__) if layer[g] is not None]
+    if not seen:
+        return
+    last = max(set(seen), key=lambda name: max(order[g] for g in gathers if layer[g] == name))
+    for g in gathers:
+        if layer[g] == last:
+            g.meta["recompute"] = CheckpointPolicy.MUST_SAVE
 
 
 def _step(jfn, x, shards):
@@ -214,6 +249,7 @@ def _config_worker(args, config):
     import trace_lab.distributed as tld
     from trace_lab.distributed.comm_measure import measure_comm
     from trace_lab.analysis.timeline import CPU_MODEL, GPU_MODEL, estimate_timeline
+    from trace_lab.run.jit import joint_graph_hook
 
     ctx = tld.current()
     device = ctx.device
@@ -222,7 +258,9 @@ def _config_worker(args, config):
     shards = list(tld.sharded_parameters(model).values())
     x = _input(args, ctx)
     extra = {} if config["max_inflight"] == "default" else {"max_inflight_gathers": config["max_inflight"]}
-    jfn = trace_lab.jit(model, fsdp=config["mode"], sort_waits=config["sort_waits"], executor=args.executor, **extra)
+    with (joint_graph_hook(keep_last_layer_gathered) if config.get("keep_last") else contextlib.nullcontext()):
+        jfn = trace_lab.jit(model, fsdp=config["mode"], sort_waits=config["sort_waits"], executor=args.executor,
+                            **extra)
     _say(ctx, "compiling (first step)")
     first, times = _first_and_timed(jfn, x, shards, args, ctx)
     iter_s = statistics.median(times)
@@ -240,6 +278,7 @@ def _config_worker(args, config):
             e.pop(k)
     return {
         "config": config["name"], "mode": config["mode"], "sort_waits": config["sort_waits"],
+        "keep_last": config.get("keep_last", False),
         "max_inflight": config["max_inflight"], "rank": ctx.rank, "executor": args.executor,
         "first_step_seconds": first, "iter_seconds": iter_s, "iter_all": times,
         "measured_peak_bytes": peak,
@@ -476,7 +515,8 @@ def main(argv=None):
     ap.add_argument("--calib-reps", type=int, default=5, help="repetitions per collective in the calibration")
     ap.add_argument("--no-profile", dest="profile", action="store_false", help="skip the profiler-lane step")
     ap.add_argument("--configs", "--only", dest="configs", default=DEFAULT_CONFIGS,
-                    help=f"comma list (default {DEFAULT_CONFIGS}); @K = in-flight all-gather limit, @all = none")
+                    help=f"comma list (default {DEFAULT_CONFIGS}); @K = in-flight all-gather limit, @all = none; "
+                         "+keeplast (zero3): keep the last layer gathered for the backward (an experiment)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"),
                     help="directory for <name>.json and <name>.txt (rewritten after every configuration)")
     ap.add_argument("--name", default="{date}-{device}-{commit}-fsdp",

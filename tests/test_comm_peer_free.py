@@ -109,3 +109,14 @@ def test_the_bench_says_where_the_stall_is():
     line = next(ln for ln in text.splitlines() if ln.startswith("most exposed, zero2+sort"))
     assert "backward t12 (all_gather of layers_7_attn_wqkv_weight_shard) 0.21 ms of 0.35" in line
     assert "most exposed" not in bench.summarize([_row(0.5, 0.95)])[0]
+
+
+def test_the_keeplast_experiment_is_a_zero3_configuration():
+    bench = _bench()
+    cfg = bench.parse_config("zero3+sort+keeplast@7")
+    assert (cfg["mode"], cfg["sort_waits"], cfg["keep_last"], cfg["max_inflight"]) == ("zero3", True, True, 7)
+    assert bench.parse_config("zero3+sort")["keep_last"] is False
+    assert bench.parse_config("zero3+keeplast")["sort_waits"] is False
+    for bad in ("zero2+sort+keeplast", "zero3+sort+sort", "zero3+keep", "zero3+keeplast@7"):
+        with pytest.raises(SystemExit):
+            bench.parse_config(bad)

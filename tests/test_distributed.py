@@ -6,6 +6,7 @@ and compilation dominate the cost); the tests assert on the plain data it return
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import re
 
@@ -260,3 +261,42 @@ def test_auto_start_method_forks_only_what_cannot_be_pickled():
     assert _auto_start_method("cpu", (lambda: 1, (), None, None), every) == "fork"  # a lambda does not pickle
     assert _auto_start_method("cpu", (_module_level_target, (), None, None), ["fork", "spawn"]) == "fork"
     assert _auto_start_method("cuda", (_module_level_target, (), None, None), every) == "spawn"
+
+
+def _keep_last_scenario():
+    """Runs in each worker: llama2 under ZeRO-3 + sorting, with and without fsdp_bench's ``+keeplast`` hook."""
+    from trace_lab.run.jit import joint_graph_hook
+    from script_loader import load_script
+
+    bench = load_script("benchmarks/fsdp_bench.py")
+    ctx = tld.current()
+    model, (x,) = workloads.get("llama2").make("cpu", "small")
+    proj = _projection(model(x).shape)
+    xs, ps = x.chunk(ctx.world_size)[ctx.rank], proj.chunk(ctx.world_size)[ctx.rank]
+    out = {}
+    for keep in (False, True):
+        model, _ = workloads.get("llama2").make("cpu", "small")
+        tld.shard_module(model)
+        with joint_graph_hook(bench.keep_last_layer_gathered) if keep else contextlib.nullcontext():
+            jfn = trace_lab.jit(model, fsdp="zero3", executor="eager")
+        ((jfn(xs) * ps).sum() / xs.shape[0]).backward()
+        bw = trace_lab.last_backward_traces(jfn)[-1]
+        gathered = sorted(bw.name(n.args[0]) for n in bw.ops if n.op == "call_function"
+                          and n.target is torch.ops._c10d_functional.all_gather_into_tensor.default)
+        out[keep] = {"grads": {n: s.grad.clone() for n, s in tld.sharded_parameters(model).items()},
+                     "backward_gathers": gathered}
+    return out
+
+
+def test_fsdp_bench_keeplast_saves_the_last_layers_gathers_and_changes_no_gradient():
+    """fsdp_bench's ``zero3+sort+keeplast`` experiment: the backward no longer gathers any of layer 1's weights
+    (llama2's last layer; plain ZeRO-3 gathers both layers' 7 again, 14), so at most 7 gathers are left (which ones
+    is the partitioner's choice); every shard's gradient is the plain ZeRO-3 run's."""
+    run = tld.run_distributed(_keep_last_scenario, nproc=2, device="cpu", timeout_s=240)
+    for v in run.values:
+        plain, kept = v[False], v[True]
+        assert len(plain["backward_gathers"]) == 14 and sum("layers_1_" in n for n in plain["backward_gathers"]) == 7
+        assert not any("layers_1_" in name for name in kept["backward_gathers"]), kept["backward_gathers"]
+        assert 0 < len(kept["backward_gathers"]) <= 7, kept["backward_gathers"]
+        for name, g in plain["grads"].items():
+            torch.testing.assert_close(kept["grads"][name], g, rtol=1e-5, atol=1e-6, msg=name)
