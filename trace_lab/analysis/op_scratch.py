@@ -211,10 +211,15 @@ def scratch_nodes(gm) -> list[fx.Node]:
 def _record(node: fx.Node, table) -> dict:
     if not has_scratch(node):
         return {"bytes": 0}
-    if op_signature(node) is None:
+    sig = op_signature(node)
+    if sig is None:
         return {"bytes": None, "why": "not measured: an argument has no recorded meta"}
-    record = table.record(node) if table is not None else None
+    record = table.get(sig) if table is not None else None
     return record if record is not None else {"bytes": None, "why": NOT_RECORDED}
+
+
+def _unknown_why(node: fx.Node, record: dict) -> str | None:
+    return (record.get("why") or "not measured") if record.get("bytes") is None else None
 
 
 def op_scratch_bytes(node: fx.Node, table: OpScratch | None) -> int:
@@ -225,20 +230,22 @@ def op_scratch_bytes(node: fx.Node, table: OpScratch | None) -> int:
 
 def scratch_unknown(node: fx.Node, table: OpScratch | None) -> str | None:
     """Why ``node``'s line is a lower bound (its op's scratch was not measured), else None."""
-    record = _record(node, table)
-    return (record.get("why") or "not measured") if record.get("bytes") is None else None
+    return _unknown_why(node, _record(node, table))
 
 
 def lower_bound_note(node: fx.Node, table: OpScratch | None) -> str:
     """The mark a printed line carries when its memory figure is a lower bound ('' otherwise)."""
-    why = scratch_unknown(node, table)
+    return _lower_bound_text(node, _unknown_why(node, _record(node, table)))
+
+
+def _lower_bound_text(node: fx.Node, why: str | None) -> str:
     return f"[>= lower bound: scratch inside {node.target} {why}]" if why else ""
 
 
 def bound_note(node: fx.Node, table: OpScratch | None) -> str:
     """The mark a printed line carries when its memory figure is a bound, not the figure: a lower bound
     (scratch not measured) or an upper bound (:data:`VALUE_DEPENDENT_SCRATCH`); '' otherwise."""
-    record = _record(node, table)
+    record = _record(node, table)  # once: an op's signature describes every argument
     if record.get("bound") == "upper" and record.get("bytes") is not None:
         return f"[<= upper bound: scratch inside {node.target} {record['why']}]"
-    return lower_bound_note(node, table)
+    return _lower_bound_text(node, _unknown_why(node, record))

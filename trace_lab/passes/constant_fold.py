@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 import torch.fx as fx
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from ..ir.trace import Trace
 
@@ -139,7 +140,7 @@ def fold_constants(trace: Trace) -> Trace:
             env[n] = by_value[key]
             continue
         env[n] = graph.node_copy(n, env.__getitem__)
-    gm = fx.GraphModule(attrs, graph)
+    gm = _LazyGraphModule(attrs, graph)  # the fusion pass reads its graph; its code is built only if read
     gm.graph.lint()
     folded = trace.derive(gm, trace.stage, info=trace.info)  # each constant's node says what it was folded from
     folded.pass_seconds = trace.pass_seconds

@@ -27,6 +27,8 @@ order: the compiled program reproduces eager's random stream from the same seed.
 """
 from __future__ import annotations
 
+import functools
+
 import heapq
 from dataclasses import dataclass
 
@@ -57,12 +59,18 @@ def producer(value: fx.Node) -> fx.Node:
     return value.args[0] if is_getitem(value) else value
 
 
+@functools.lru_cache(maxsize=None)
+def _seeded(target: torch._ops.OpOverload) -> bool:
+    """``target`` is tagged nondeterministic_seeded (an op's tags are built anew on every read: 25 us)."""
+    return torch.Tag.nondeterministic_seeded in target.tags
+
+
 def draws_random(node: fx.Node, gm: fx.GraphModule | None = None) -> bool:
     """Does ``node`` draw from a random generator (a seeded-nondeterministic aten op, or a
     fused region of ``gm`` holding one)?"""
     if node.op == "call_function":
         target = node.target
-        return isinstance(target, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in target.tags
+        return isinstance(target, torch._ops.OpOverload) and _seeded(target)
     if node.op == "call_module" and gm is not None:
         sub = gm.get_submodule(node.target)
         return any(draws_random(n, sub) for n in sub.graph.nodes)
