@@ -17,7 +17,7 @@ fused, or that only makes views (no kernel to run), stays as plain ops.
 The new program and its regions are ``torch.fx``'s lazy GraphModules: their Python
 ``forward`` is generated the first time it is read or called, not when they are
 built. The executors generate their own code from the graphs, so on a first call
-most are never generated (Adam.step's 200 regions cost 0.7 s on a 2-core CPU
+most are never generated (building Adam.step's 200 regions cost 0.7 s on a 2-core CPU
 before, 2026-11-28).
 """
 from __future__ import annotations
