@@ -28,7 +28,8 @@ has 7 parameters; ``@all``: unlimited; without ``@`` the pass's default: one lay
 gathers for ZeRO-3 (7 here; 2 until 2026-11-28), unlimited for ZeRO-2). ``+keeplast`` (ZeRO-3, an
 experiment, not a trace_lab option): the last layer's gathered weights are saved for the backward instead of
 gathered again (:func:`keep_last_layer_gathered`, through ``trace_lab.run.jit.joint_graph_hook``), to test
-whether the gather left exposed at the backward's start is what keeps zero3+sort under 90% hidden. PyTorch's own FSDP2 as the peer (issue 27 item 5):
+whether the gather left exposed at the backward's start is what keeps zero3+sort under 90% hidden.
+PyTorch's own FSDP2 as the peer (issue 27 item 5):
 ``fsdp2`` (``torch.distributed.fsdp.fully_shard`` on each layer and on the stack, eager)
 and ``fsdp2+compile`` (the same, then ``torch.compile``), at the same model, batch and
 dtype; their rows have iteration time, first step and peak (no wait-stall measurement:
@@ -476,8 +477,9 @@ def _exposed_lines(rows: list[dict]) -> list[str]:
     for r in rows:
         entries = (r.get("comm") or {}).get("most_exposed")
         if entries:
-            shown = "; ".join(f"{e['part']} {e.get('line') or e['wait']} ({e['collective']} of {e.get('reads') or '?'}) "
-                              f"{_ms(e['stall_seconds'])} ms of {_ms(e.get('intrinsic_seconds'))}" for e in entries)
+            shown = "; ".join(f"{e['part']} {e.get('line') or e['wait']} ({e['collective']} of "
+                              f"{e.get('reads') or '?'}) {_ms(e['stall_seconds'])} ms of "
+                              f"{_ms(e.get('intrinsic_seconds'))}" for e in entries)
             lines.append(f"most exposed, {r['config']} (least stall over the ranks, first launch): {shown}")
     if lines:
         lines.insert(0, "where the stall is (ms per step, against the collective's intrinsic ms):")

@@ -142,7 +142,8 @@ SCHEMA: tuple[Option, ...] = (
                 "zero3 frees them and gathers again."),
     Option("max_inflight_gathers", int, "auto", stage="passes", minimum=1, none_ok=True, flag=("--max-inflight",),
            metavar="K", flag_none=0,
-           rule="use a positive integer, None (unlimited) or 'auto' (one layer's gathers for zero3, unlimited for zero2)",
+           rule="use a positive integer, None (unlimited) or 'auto' (one layer's gathers for zero3, unlimited "
+                "for zero2)",
            help="with fsdp and wait sorting: at most K all-gathers issued and not yet waited for (auto: for zero3 "
                 "the most gathers one numbered layer reads, at least 2, so the next layer's weights travel while "
                 "this one computes; unlimited for zero2; None, or 0 for the flag: unlimited). Bounds the memory "

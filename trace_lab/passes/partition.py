@@ -28,7 +28,6 @@ order: the compiled program reproduces eager's random stream from the same seed.
 from __future__ import annotations
 
 import functools
-
 import heapq
 from dataclasses import dataclass
 

@@ -58,7 +58,7 @@ def default_max_inflight(options, gm: fx.GraphModule | None = None) -> int | Non
 def gathers_per_layer(gm: fx.GraphModule) -> int | None:
     """The most hoistable all-gathers whose results are first read inside one numbered layer of ``gm``
     (None when no gather's first reader is in one)."""
-    _, hoistable, consumer, wait_of = _gathers_and_consumers(gm)
+    _, _, hoistable, consumer, wait_of = _gathers_and_consumers(gm)
     counts: dict[str, int] = {}
     for g in hoistable:
         layer = layer_of(consumer[wait_of[g]])
@@ -68,8 +68,9 @@ def gathers_per_layer(gm: fx.GraphModule) -> int | None:
 
 
 def _gathers_and_consumers(gm: fx.GraphModule):
-    """(waits on collectives, hoistable all-gathers in the order their results are read, each wait's first
-    consumer, each collective's wait). A gather is hoistable when it reads program inputs only."""
+    """(waits on collectives, each wait's chain (:func:`wait_chain`), hoistable all-gathers in the order their
+    results are read, each wait's first consumer, each collective's wait). A gather is hoistable when it reads
+    program inputs only."""
     units = ops_with_getitems(gm)
     pos = {n: i for i, n in enumerate(gm.graph.nodes)}
     waits = [n for n in units if is_wait(n) and is_collective(n.args[0])]
@@ -86,15 +87,14 @@ def _gathers_and_consumers(gm: fx.GraphModule):
     hoistable = [g for g in units if is_all_gather(g) and g in wait_of
                  and all(a.op == "placeholder" for a in g.all_input_nodes)]
     hoistable.sort(key=lambda g: (pos[consumer[wait_of[g]]], pos[g]))
-    return waits, hoistable, consumer, wait_of
+    return waits, chain_of, hoistable, consumer, wait_of
 
 
 def sort_waits_order(gm: fx.GraphModule, max_inflight: int | None = None) -> tuple[list[fx.Node], dict]:
     """The new order of ``gm``'s body nodes and facts about it (see the module docstring)."""
     units = ops_with_getitems(gm)
     pos = {n: i for i, n in enumerate(gm.graph.nodes)}
-    waits, hoistable, consumer, wait_of = _gathers_and_consumers(gm)
-    chain_of = {w: wait_chain(w) for w in waits}
+    waits, chain_of, hoistable, consumer, wait_of = _gathers_and_consumers(gm)
     in_chain = {m for c in chain_of.values() for m in c}
     output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     hoisted = set(hoistable)
