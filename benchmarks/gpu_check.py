@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import platform
@@ -128,6 +129,7 @@ def checks_in_order(results: Path, pattern: str) -> list[tuple[Path, dict]]:
     return [(f, data) for *_, f, data in sorted(found, key=lambda t: t[:3])]
 
 
+@functools.lru_cache(maxsize=None)  # asked once per file by each reader of the kept checks
 def _commit_time(commit: str) -> str | None:
     """``commit``'s committer time (ISO, UTC) from this checkout's git, or None (no git, unknown commit)."""
     if not commit or commit == "unknown":
@@ -209,18 +211,27 @@ def forecast_only(budget: float, workers: int, extra: list[str]) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _plugin_env(work: Path, budget: float, workers: int, **more: str) -> dict:
+    """The environment of the check's pytest and its plugin (``_gpu_check_plugin``): its log in ``work``, the
+    workers and budget its forecast uses, benchmarks/ and the checkout first on the path; ``more`` besides."""
+    return dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(work / "results.jsonl"),
+                TRACE_LAB_GPU_CHECK_WORKERS=str(workers), TRACE_LAB_GPU_CHECK_BUDGET=str(budget),
+                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), str(ROOT),
+                                                          os.environ.get("PYTHONPATH")])), **more)
+
+
+# the check's pytest, with its markers and plugin (then each caller's own arguments)
+PYTEST = [sys.executable, "-m", "pytest", "-m", MARKERS, "-p", "_gpu_check_plugin", "-p", "no:cacheprovider"]
+
+
 def _forecast_in(work: Path, budget: float, workers: int, extra: list[str]) -> int:
     (work / "durations.json").write_text(json.dumps(known_durations()), encoding="utf-8")
     (work / "latest.json").write_text(json.dumps(latest_full_check_items()), encoding="utf-8")
-    env = dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(work / "results.jsonl"),
-               TRACE_LAB_GPU_CHECK_LATEST_ITEMS=str(work / "latest.json"),
-               TRACE_LAB_GPU_CHECK_DURATIONS=str(work / "durations.json"), TRACE_LAB_GPU_CHECK_WORKERS=str(workers),
-               TRACE_LAB_GPU_CHECK_BUDGET=str(budget), TRACE_LAB_GPU_CHECK_FORECAST_ONLY="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), str(ROOT),
-                                                         os.environ.get("PYTHONPATH")])))
+    env = _plugin_env(work, budget, workers, TRACE_LAB_GPU_CHECK_LATEST_ITEMS=str(work / "latest.json"),
+                      TRACE_LAB_GPU_CHECK_DURATIONS=str(work / "durations.json"),
+                      TRACE_LAB_GPU_CHECK_FORECAST_ONLY="1")
     env.pop("PYTEST_XDIST_WORKER", None)
-    cmd = [sys.executable, "-m", "pytest", "-m", MARKERS, "-p", "_gpu_check_plugin", "-p", "no:cacheprovider",
-           "--collect-only", "-q", *extra]
+    cmd = [*PYTEST, "--collect-only", "-q", *extra]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
     said = [ln for ln in done.stdout.splitlines() if ln.startswith("[gpu-check]")]
     forecast = forecast_of(work / "results.jsonl")
@@ -254,11 +265,8 @@ def collected_count(log: Path) -> int | None:
 def run_pytest(budget: float, workers: int, keep: Path | None, extra: list[str]) -> tuple[list[dict], dict]:
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     log = work / "results.jsonl"
-    env = dict(os.environ, TRACE_LAB_GPU_CHECK_LOG=str(log), TRACE_LAB_NOTEBOOK_EXECUTOR="auto",
-               TRACE_LAB_GPU_CHECK_WORKERS=str(workers), TRACE_LAB_GPU_CHECK_BUDGET=str(budget),
-               TRACE_LAB_GPU_LOG=str(work / "workloads.jsonl"), PYTHONUNBUFFERED="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "benchmarks"), str(ROOT),
-                                                         os.environ.get("PYTHONPATH")])))
+    env = _plugin_env(work, budget, workers, TRACE_LAB_NOTEBOOK_EXECUTOR="auto",
+                      TRACE_LAB_GPU_LOG=str(work / "workloads.jsonl"), PYTHONUNBUFFERED="1")
     if keep is not None:
         env["TRACE_LAB_KEEP_NOTEBOOKS"] = str(keep)
     order = []
@@ -266,8 +274,7 @@ def run_pytest(budget: float, workers: int, keep: Path | None, extra: list[str])
         (work / "durations.json").write_text(json.dumps(known_durations()), encoding="utf-8")
         env["TRACE_LAB_GPU_CHECK_DURATIONS"] = str(work / "durations.json")
         order = ["--no-loadscope-reorder"]
-    cmd = [sys.executable, "-m", "pytest", "-m", MARKERS, "-p", "_gpu_check_plugin", "-p", "no:cacheprovider",
-           "-n", str(workers), "--dist", "loadgroup", *order, "-q", "--durations=0", *extra]
+    cmd = [*PYTEST, "-n", str(workers), "--dist", "loadgroup", *order, "-q", "--durations=0", *extra]
     print("[gpu-check]", " ".join(cmd[2:]), f"(budget {budget:.0f} s)", flush=True)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True, stdout=subprocess.PIPE,

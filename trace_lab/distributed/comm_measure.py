@@ -77,14 +77,17 @@ def _signature(wait_node):
     return kinds[c.target], (kinds[c.target], tuple(val.shape), str(val.dtype).replace("torch.", ""), tail)
 
 
+def _printed_name(trace, node) -> str:
+    """``node``'s name as ``trace`` prints it (``t12``, ``layers_0_attn_wqkv_weight_shard``)."""
+    return trace.name(node) if hasattr(trace, "name") else node.name
+
+
 def _collective_reads(trace, wait_node) -> str | None:
-    """What the collective a wait node waits for reads, as ``trace`` prints it (a parameter shard's input name,
-    ``layers_0_attn_wqkv_weight_shard``), or None."""
+    """What the collective a wait node waits for reads, as ``trace`` prints it (a parameter shard's input), or
+    None."""
     c = wait_node.args[0] if wait_node.args else None
     source = c.args[0] if getattr(c, "op", None) == "call_function" and c.args else None
-    if not hasattr(source, "name"):
-        return None
-    return trace.name(source) if hasattr(trace, "name") else source.name
+    return _printed_name(trace, source) if isinstance(source, torch.fx.Node) else None
 
 
 class _Timer:
@@ -154,7 +157,7 @@ class WaitStallRecorder:
             kind, sig = _signature(node)
             program, part = self.label(trace)
             waits.append({"program": program, "part": part, "step": step, "wait": node.name, "collective": kind,
-                          "line": trace.name(node) if hasattr(trace, "name") else node.name,
+                          "line": _printed_name(trace, node),
                           "reads": _collective_reads(trace, node), "signature": sig,
                           "stall_seconds": max(0.0, self.timer.seconds(a, b))})
         spans = []

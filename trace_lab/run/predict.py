@@ -5,9 +5,10 @@
 parameters and buffers, are replaced by meta tensors of the same shape, dtype, strides
 and ``requires_grad`` (a module is called through ``torch.func.functional_call``, so the
 user's module and its weights are left as they are; a module built under
-``torch.device("meta")`` works directly). Only what reaches ``fn`` through its arguments can be replaced: a
-module or tensor ``fn`` reads from its globals or closure (a notebook's model) would mix real and meta
-tensors, so predict names it and says to pass it as an argument (``reached_outside_arguments``). The compiled program then runs on meta tensors,
+``torch.device("meta")`` works directly). Only what reaches ``fn`` through its arguments can
+be replaced: a module or tensor ``fn`` reads from its globals or closure (a notebook's model)
+would mix real and meta tensors, so predict names it and says to pass it as an argument
+(``reached_outside_arguments``). The compiled program then runs on meta tensors,
 which only propagate shapes, and the backward runs too when an output requires grad.
 What comes back is the liveness model's figures per program part and per fusion
 strategy: the peak above the program's inputs (the figure the Report calls "peak") and
