@@ -220,13 +220,19 @@ def _walk(trace, materialized_regions: bool, rounding: int | None, at_line: int 
                      and not is_getitem(n)), None)
     for n in released_at_first_line(trace, nodes):  # never read: released with the argument list
         last_use[n] = first_op
+    dies_at: dict[int, list[fx.Node]] = {}  # line index -> values last read there (so no line scans all values)
+    for v, lu in last_use.items():
+        if v not in outputs_used:
+            dies_at.setdefault(lu, []).append(v)
 
     refs = [0] * len(buffers)  # buffer id -> live values referring to it
     pinned = buf.held
     value_buffers: dict[fx.Node, list[int | None]] = {}
+    born: dict[fx.Node, int] = {}  # the order values entered value_buffers: the order a line releases them
     for n in nodes:
         if n.op in ("placeholder", "get_attr"):
             value_buffers[n] = buf.values[n]
+            born[n] = len(born)
             for bid in buf.values[n]:
                 if bid is not None:
                     refs[bid] += 1
@@ -285,6 +291,7 @@ def _walk(trace, materialized_regions: bool, rounding: int | None, at_line: int 
                 slot = bids[i] if i < len(bids) else None
                 if g is not None:
                     value_buffers[g] = [slot]
+                    born[g] = len(born)
                 elif slot is not None:
                     refs[slot] -= 1
                     if refs[slot] == 0 and slot not in pinned:
@@ -294,21 +301,20 @@ def _walk(trace, materialized_regions: bool, rounding: int | None, at_line: int 
             produced = [g for g in getitems.values()]
         else:
             value_buffers[n] = bids
+            born[n] = len(born)
             produced = [n]
         donatable = _donatable(n, bids, value_buffers, refs, pinned, last_use, order, outputs_used,
                                owned_nodes) if n.op == "call_module" else ()
         # values whose last read is this line, and produced values nobody reads
-        for v in list(value_buffers):
-            if v in outputs_used:
-                continue
-            lu = last_use.get(v)
-            if (lu is not None and lu == order[n]) or (v in produced and lu is None):
-                if v.op == "get_attr":
-                    continue  # the module keeps its constants
-                dead_nodes.append(v)
-                if v.op != "placeholder" or v in owned_nodes:
-                    dead_names.append(name_of(v))
-                freed += release(v)
+        dying = [v for v in dies_at.get(order[n], ()) if v in value_buffers]
+        dying += [v for v in produced if v not in last_use and v not in outputs_used]
+        for v in sorted(dying, key=born.__getitem__):
+            if v.op == "get_attr":
+                continue  # the module keeps its constants
+            dead_nodes.append(v)
+            if v.op != "placeholder" or v in owned_nodes:
+                dead_names.append(name_of(v))
+            freed += release(v)
         live -= freed
         lines.append(LineMemory(n, name_of(n) if not multi else ", ".join(name_of(p) for p in produced),
                                 allocated, freed, live, high_water, dead_names, dead_nodes, workspace,
