@@ -57,3 +57,41 @@ def test_a_function_that_runs_no_program_says_so():
     jfn = trace_lab.jit(lambda x: x)
     with pytest.raises(trace_lab.TraceLabError):
         trace_lab.profile_lines(jfn, torch.randn(2))
+
+
+def test_repeat_gives_each_line_the_median_of_its_calls(monkeypatch):
+    """Three profiled calls with made-up times: each line's host and device time is the median of its three,
+    the call time too, and the spans are those of the call whose lines' total is the median (call b)."""
+    from trace_lab.run import line_profile as lp
+
+    def call(name, host_a, host_b, device_b, call_us):
+        lines = [lp.LineTime(0, "forward", 0, "forward #0 L0 t0 = aten.mm", "x.py:1", host_a, 0.0),
+                 lp.LineTime(0, "forward", 1, "forward #0 L1 t1 = aten.relu", "x.py:2", host_b, device_b)]
+        return lp.LineProfile(lines=lines, device="cuda", spans=[("host", name, 0.0, 1.0)], call_us=call_us)
+
+    made = iter([call("a", 10.0, 1.0, 5.0, 100.0), call("b", 30.0, 2.0, 50.0, 300.0),
+                 call("c", 20.0, 90.0, 7.0, 200.0)])
+    monkeypatch.setattr(lp, "_profile_one_call", lambda *a: next(made))
+    jfn = type("J", (), {"programs": [object()]})()
+    prof = lp.profile_lines(jfn, repeat=3)
+    assert [(ln.host_us, ln.device_us) for ln in prof.lines] == [(20.0, 0.0), (2.0, 7.0)]
+    assert prof.call_us == 200.0 and prof.calls == 3
+    # line totals per call: a 10 + 5 = 15, b 30 + 50 = 80, c 20 + 90 = 110: the median is b
+    assert prof.spans == [("host", "b", 0.0, 1.0)]
+    assert "median of 3 calls" in str(prof) and prof.to_dict()["calls"] == 3
+
+
+def test_repeat_profiles_real_calls_and_leaves_the_fast_program(profiled):
+    jfn, args, runs, _ = profiled
+    prof = trace_lab.profile_lines(jfn, *args, repeat=3)
+    fw = trace_lab.last_traces(jfn)[-1]
+    assert sorted(ln.index for ln in prof.lines if ln.kind == fw.kind) == list(range(len(fw.ops)))
+    assert prof.calls == 3 and all(ln.host_us > 0 for ln in prof.lines)
+    assert [part.compiled.run for p in jfn.programs for part in p.parts] == runs
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])
+def test_repeat_must_be_a_whole_number_of_calls(profiled, bad):
+    jfn, args, _, _ = profiled
+    with pytest.raises(trace_lab.TraceLabError, match="repeat must be a whole number of calls"):
+        trace_lab.profile_lines(jfn, *args, repeat=bad)

@@ -128,12 +128,13 @@ def region_ends(trace_or_jfn, kind: str = "forward", program: int | None = None)
     return format_region_ends(trace.info.get("region_ends", {}))
 
 
-def profile_lines(jfn, *args, loss=None, kwargs=None):
-    """Host (and on CUDA device) time of every trace line of one more call of ``jfn(*args)``, summed per
-    source line too; ``.export_chrome_trace(path)`` for Perfetto (:mod:`trace_lab.run.line_profile`)."""
+def profile_lines(jfn, *args, loss=None, kwargs=None, repeat=1):
+    """Host (and on CUDA device) time of every trace line of one more call of ``jfn(*args)`` (``repeat=N``: of N
+    calls, each line's median), summed per source line too; ``.export_chrome_trace(path)`` for Perfetto
+    (:mod:`trace_lab.run.line_profile`)."""
     from .run.line_profile import profile_lines as _profile
 
-    return _profile(jfn, *args, loss=loss, kwargs=kwargs)
+    return _profile(jfn, *args, loss=loss, kwargs=kwargs, repeat=repeat)
 
 
 def region_code(jfn, region: str, kind: str = "forward") -> str:

@@ -65,6 +65,9 @@ def test_06_where_the_time_goes(executed):
     big = {m[2]: float(m[1]) if on_gpu else float(m[0]) for m in re.findall(
         r"^\s*([\d.]+) us host\s+([\d.]+) us device .* (L\d) t\d+ = aten\.(?:mm|relu)", _stdout(_code(nb, "print(prof_big)")), re.M)}
     labels = re.findall(r"(L\d) t\d+ = aten\.(mm|relu)", _stdout(_code(nb, "print(prof_big)")))
+    # each line's figure is the median of 5 profiled calls, as the prose says (one disturbed call read 46%)
+    assert "time per trace line (median of 5 calls;" in _stdout(_code(nb, "print(prof_big)"))
+    quotes(_md(nb, "## Time per trace line"), "With `repeat=5` it profiles five calls", "**median** of its five times")
     relu = next(big[line] for line, op in labels if op == "relu")
     assert all(relu < big[line] for line, op in labels if op == "mm"), "the relu takes less than either matmul"
     prose = _md(nb, "What to look for")

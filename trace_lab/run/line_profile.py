@@ -63,6 +63,7 @@ class LineProfile:
     note: str = ""  # why the lines are not timed (a replayed CUDA graph), or that they are a small part of the call
     call_us: float = 0.0  # the profiled call's host time (forward and backward, everything around the lines)
     coverage: float | None = None  # the lines' host time / call_us
+    calls: int = 1  # profiled calls: with more than one, each line's times are their medians over the calls
 
     def by_source(self) -> list[tuple[str, float, float]]:
         """(source line, host us, device us) summed over the trace lines it produced, largest host first."""
@@ -80,11 +81,12 @@ class LineProfile:
     def to_dict(self) -> dict:
         return {"device": self.device, "lines": [asdict(ln) for ln in self.lines],
                 "spans": [list(sp) for sp in self.spans], "spans_cut": self.spans_cut, "note": self.note,
-                "call_us": self.call_us, "coverage": self.coverage}
+                "call_us": self.call_us, "coverage": self.coverage, "calls": self.calls}
 
     def __str__(self) -> str:
         rows = sorted(self.lines, key=lambda ln: -(ln.device_us or ln.host_us))[:20]
-        out = [f"time per trace line ({self.device}; host = launching it, device = its kernels), largest first:"]
+        of = f"median of {self.calls} calls; " if self.calls > 1 else ""
+        out = [f"time per trace line ({of}{self.device}; host = launching it, device = its kernels), largest first:"]
         if self.note:
             out.insert(0, f"note: {self.note}")
         elif self.coverage is not None:
@@ -137,12 +139,51 @@ def _call(jfn, args, kwargs, loss):
     return out
 
 
-def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None) -> LineProfile:
+def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None, repeat: int = 1) -> LineProfile:
     """Host (and device) time of every line of the programs one call of ``jfn(*args)`` runs; a first call
-    compiles them when none has yet (that call is not profiled)."""
+    compiles them when none has yet (that call is not profiled). ``repeat=N`` profiles N calls, each under
+    its own profiler, and gives every line the median of its N host and N device times, so one call that
+    another process or a stray allocation slowed does not decide a line's figure; the spans (Timeline) and
+    ``export_chrome_trace`` are those of the call whose lines' total is the median."""
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise TraceLabError(f"profile_lines: repeat must be a whole number of calls, 1 or more (got {repeat!r})")
     kwargs = dict(kwargs or {})
     if not jfn.programs:
         _call(jfn, args, kwargs, loss)
+    if repeat == 1:
+        return _profile_one_call(jfn, args, kwargs, loss)
+    return _median_of(jfn, [_profile_one_call(jfn, args, kwargs, loss) for _ in range(repeat)])
+
+
+def _line_time(ln: LineTime) -> float:
+    return max(ln.host_us, ln.device_us)
+
+
+def _median_of(jfn, calls: list[LineProfile]) -> LineProfile:
+    """One profile of ``len(calls)`` calls: each line's median host and device time over the calls (a line
+    some call lacks keeps the calls that have it), the call time's median; the spans and the profiler of the
+    call whose lines' total is the median."""
+    from statistics import median
+
+    totals = sorted(range(len(calls)), key=lambda i: sum(map(_line_time, calls[i].lines)))
+    result = calls[totals[len(totals) // 2]]
+    times: dict[tuple, list[LineTime]] = {}
+    for call in calls:
+        for ln in call.lines:
+            times.setdefault((ln.program, ln.kind, ln.index, ln.label), []).append(ln)
+    result.lines = [LineTime(ln.program, ln.kind, ln.index, ln.label, ln.source,
+                             float(median(t.host_us for t in times[key])),
+                             float(median(t.device_us for t in times[key])))
+                    for ln in result.lines for key in [(ln.program, ln.kind, ln.index, ln.label)]]
+    result.call_us = float(median(c.call_us for c in calls))
+    result.calls = len(calls)
+    if result.call_us > 0 and result.lines and not result.note.startswith("CUDA graphs"):
+        result.coverage = sum(ln.host_us for ln in result.lines) / result.call_us
+    return result
+
+
+def _profile_one_call(jfn, args, kwargs, loss) -> LineProfile:
+    """One call under ``torch.profiler`` with the instrumented programs swapped in (see the module doc)."""
     parts = [part for _, _, part in program_parts(jfn)]
     if not parts:
         raise TraceLabError("profile_lines: the function ran no tensor program to profile")
