@@ -95,3 +95,20 @@ def test_repeat_must_be_a_whole_number_of_calls(profiled, bad):
     jfn, args, _, _ = profiled
     with pytest.raises(trace_lab.TraceLabError, match="repeat must be a whole number of calls"):
         trace_lab.profile_lines(jfn, *args, repeat=bad)
+
+
+def test_the_profiler_starts_up_before_the_call_not_on_its_first_line(profiled, tmp_path):
+    """The profiler's first range and first op cost it most (its start-up): a warm-up range runs under the
+    profiler before the call, ends before the call's first line starts, and is neither a line nor a span."""
+    from trace_lab.run.line_profile import CALL_LABEL, WARMUP_LABEL
+
+    jfn, args, _, _ = profiled
+    prof = trace_lab.profile_lines(jfn, *args)
+    events = json.load(open(prof.export_chrome_trace(tmp_path / "trace.json")))["traceEvents"]
+    ranges = {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") == "user_annotation":
+            ranges.setdefault(e["name"], float(e["ts"]) + (float(e["dur"]) if e["name"] == WARMUP_LABEL else 0.0))
+    first_line = min(ranges[ln.label] for ln in prof.lines)
+    assert ranges[WARMUP_LABEL] <= ranges[CALL_LABEL] <= first_line
+    assert WARMUP_LABEL not in {ln.label for ln in prof.lines} | {sp[1] for sp in prof.spans}

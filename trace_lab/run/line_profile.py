@@ -47,6 +47,10 @@ class LineTime:
 
 
 CALL_LABEL = "trace_lab call"  # the profiled call's own range (the host lane of a replayed CUDA graph)
+# A throwaway range (and, on CUDA, one kernel) run under the profiler before the call: the profiler's own start-up
+# (its first range, CUPTI's first kernel record) otherwise lands on the call's first line, every call: on the
+# H100 that line read ~2,440 us host beside a 112 us kernel, on this CPU ~44 us beside ~9 us lines (2026-11-28).
+WARMUP_LABEL = "trace_lab profiler warm-up"
 MAX_SPANS = 4000  # per lane kept for the Timeline view (a long program's call is cut, and says so)
 LOW_COVERAGE = 0.8  # lines' host time / the call's below this: the note says how much of the call they are
 
@@ -97,18 +101,32 @@ class LineProfile:
         return "\n".join(out)
 
 
+def _warm_up(cuda_devices) -> None:
+    """Pay the profiler's start-up before the call (see :data:`WARMUP_LABEL`): one range holding one op (the first
+    op the profiler records costs the most), and on each CUDA device one kernel, waited for."""
+    with torch.profiler.record_function(WARMUP_LABEL):
+        torch.zeros(1).add_(1)
+        for device in cuda_devices:
+            torch.zeros(1, device=device).add_(1)
+            torch.cuda.synchronize(device)
+
+
 def _spans(prof, labels: set[str]) -> tuple[list, int]:
     """The host lane (the line ranges) and the device lane (the kernels) of the profiled call, in us from
-    its first event; at most :data:`MAX_SPANS` per lane (and how many were left out)."""
+    its first event; at most :data:`MAX_SPANS` per lane (and how many were left out). The warm-up's kernels ran
+    before the call started and are left out."""
+    events = list(prof.profiler.kineto_results.events())
+    call_start = min((ev.start_ns() for ev in events if ev.name() == CALL_LABEL
+                      and ev.device_type() != torch.autograd.DeviceType.CUDA), default=None)
     host, device = [], []
-    for ev in prof.profiler.kineto_results.events():
+    for ev in events:
         name = ev.name()
         on_device = ev.device_type() == torch.autograd.DeviceType.CUDA
         if name in labels and on_device:
             continue  # the GPU's copy of a line's annotation (same name): not a kernel, and not the host range
         if name in labels:
             host.append(("host", name, ev.start_ns() / 1e3, ev.duration_ns() / 1e3))
-        elif on_device and ev.duration_ns() > 0:
+        elif on_device and ev.duration_ns() > 0 and (call_start is None or ev.start_ns() >= call_start):
             device.append(("device", name, ev.start_ns() / 1e3, ev.duration_ns() / 1e3))
     spans = sorted(host, key=lambda s: s[2])
     spans += sorted(device, key=lambda s: s[2])
@@ -195,10 +213,12 @@ def _profile_one_call(jfn, args, kwargs, loss) -> LineProfile:
         if generated is not None and not graphs:
             swapped.append((compiled, compiled.run))
             compiled.run = generated.instrumented(program.index)
-    cuda = any(part.traces[-1].device.type == "cuda" for part in parts)
+    cuda_devices = {part.traces[-1].device for part in parts if part.traces[-1].device.type == "cuda"}
+    cuda = bool(cuda_devices)
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     try:
         with torch.profiler.profile(activities=activities) as prof:
+            _warm_up(cuda_devices)
             with torch.profiler.record_function(CALL_LABEL):
                 _call(jfn, args, kwargs, loss)
                 if cuda:
