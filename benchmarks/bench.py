@@ -782,12 +782,18 @@ def _med(g, key):
     return g[key]["median"] if g and g.get(key) else None
 
 
-def _target(name: str, value, limit, unit: str, ratio_of: str = "", detail: str = "") -> dict:
-    """met when the median ``value`` <= ``limit``; the detail gives the ratio to the reference."""
+def _target(name: str, value, limit, unit: str, ratio_of: str = "", detail: str = "", among=()) -> dict:
+    """met when the median ``value`` <= ``limit``; the detail gives the ratio to the reference. ``among``: the
+    groups whose medians the value and limit are; one that lost runs (failed, not run) leaves the target unjudged
+    (a median of fewer runs than asked, e.g. one torch.compile run of three, is not the median the target names)."""
     if value is None or limit is None:
         return {"target": name, "met": None, "detail": "not measured" + (f" ({detail})" if detail else "")}
-    met = value <= limit * (1 + 1e-9)
     text = f"{_num(value)}{unit} vs limit {_num(limit)}{unit}" + (f" ({ratio_of})" if ratio_of else "")
+    short = next((g for g in among if g and g["n_ok"] < g["n"]), None)
+    if short is not None:
+        return {"target": name, "met": None, "value": value, "limit": limit,
+                "detail": f"not judged: {_label(short)} has {short['n_ok']} of {short['n']} runs; {text}"}
+    met = value <= limit * (1 + 1e-9)
     return {"target": name, "met": met, "value": value, "limit": limit,
             "detail": text + ("" if met or not detail else f"; {detail}")}
 
@@ -855,26 +861,26 @@ def targets(groups: list[dict]) -> list[dict]:
             out.append(_target(f"llama {L}L steady, no graphs: best {ex} strategy <= {lim}x torch.compile",
                                _med(best, "steady_ms"), _med(tc, "steady_ms") and lim * _med(tc, "steady_ms"), " ms",
                                f"{_label(best)}: {_ratio(_med(best, 'steady_ms'), _med(tc, 'steady_ms')):.2f}x"
-                               if best and _med(tc, "steady_ms") else "", _host_note(best)))
+                               if best and _med(tc, "steady_ms") else "", _host_note(best), among=(best, tc)))
         worst = max(plain, key=lambda g: _med(g, "steady_ms"), default=None)
         out.append(_target(f"llama {L}L steady: no strategy slower than eager", _med(worst, "steady_ms"),
                            _med(eager, "steady_ms"), " ms",
                            f"slowest {worst['config']}: {worst['vs_eager']:.2f}x eager" if worst and worst["vs_eager"]
-                           else "", _host_note(worst)))
+                           else "", _host_note(worst), among=(worst, eager)))
         for g in [g for g in rows if parse_config(g["config"]).get("cuda_graphs")]:
             out.append(_target(f"llama {L}L steady, {g['config']}: <= 1.0x reduce-overhead", _med(g, "steady_ms"),
                                _med(ro, "steady_ms"), " ms",
                                f"{g['vs_reduce-overhead']:.2f}x" if g.get("vs_reduce-overhead") else "",
-                               _host_note(g)))
+                               _host_note(g), among=(g, ro)))
         d = _group(groups, "llama", L, "default")
         out.append(_target(f"llama {L}L steady, default options: <= 1.05x eager", _med(d, "steady_ms"),
                            _med(eager, "steady_ms") and 1.05 * _med(eager, "steady_ms"), " ms",
-                           f"{d['vs_eager']:.2f}x" if d and d.get("vs_eager") else "", _host_note(d)))
+                           f"{d['vs_eager']:.2f}x" if d and d.get("vs_eager") else "", _host_note(d), among=(d, eager)))
         for g in [g for g in plain if parse_config(g["config"]).get("strategy") in ("memory", "dataflow")]:
             p, tp = _med(g, "peak_mib"), _med(tc, "peak_mib")
             lim = 1.0 if parse_config(g["config"]).get("strategy") == "memory" else 1.05
             out.append(_target(f"llama {L}L peak above start, {g['config']}: <= {lim}x torch.compile's", p,
-                               tp and lim * tp, " MiB", f"{_ratio(p, tp):.2f}x" if p and tp else ""))
+                               tp and lim * tp, " MiB", f"{_ratio(p, tp):.2f}x" if p and tp else "", among=(g, tc)))
         for g in plain:
             ex = parse_config(g["config"]).get("executor")
             lim = {"inductor": 0.6, "nvfuser": 0.8}.get(ex)
@@ -882,7 +888,7 @@ def targets(groups: list[dict]) -> list[dict]:
                 continue
             f, tf = _med(g, "first_iter_s"), _med(tc, "first_iter_s")
             out.append(_target(f"llama {L}L first iteration, {g['config']}: <= {lim}x torch.compile's", f,
-                               tf and lim * tf, " s", f"{f / tf:.2f}x" if f and tf else "", _first_note(g)))
+                               tf and lim * tf, " s", f"{f / tf:.2f}x" if f and tf else "", _first_note(g), among=(g, tc)))
     for g in [g for g in tl if g["bench"] == "memory" and parse_config(g["config"]).get("strategy") == "memory"
               and not parse_config(g["config"]).get("cuda_graphs")]:
         out.append(_target(f"memory_peak_efficient_func, {g['config']}: peak stays at eager's 0.75 MiB",
@@ -892,7 +898,7 @@ def targets(groups: list[dict]) -> list[dict]:
     if d:
         out.append(_target("Adam.step, default options: <= 1.05x eager", _med(d, "steady_ms"),
                            _med(eager, "steady_ms") and 1.05 * _med(eager, "steady_ms"), " ms",
-                           f"{d['vs_eager']:.2f}x" if d.get("vs_eager") else "", _host_note(d)))
+                           f"{d['vs_eager']:.2f}x" if d.get("vs_eager") else "", _host_note(d), among=(d, eager)))
     for graphs, ref, ref_name in ((False, tc, "torch.compile"), (True, ro, "reduce-overhead")):
         cands = [g for g in tl if g["bench"] == "adam" and as_run(g).get("executor") == "nvfuser"
                  and bool(as_run(g).get("cuda_graphs")) == graphs]
@@ -901,11 +907,11 @@ def targets(groups: list[dict]) -> list[dict]:
             out.append(_target(f"Adam.step, best nvfuser strategy{' with graphs' if graphs else ''}: <= 1.0x "
                                f"{ref_name}", _med(best, "steady_ms"), _med(ref, "steady_ms"), " ms",
                                f"{_label(best)}: {_ratio(_med(best, 'steady_ms'), _med(ref, 'steady_ms')):.2f}x"
-                               if _med(ref, "steady_ms") else "", _host_note(best)))
+                               if _med(ref, "steady_ms") else "", _host_note(best), among=(best, ref)))
     for g in [g for g in tl if g["bench"] == "adam"]:
         c, tcc = _med(g, "compile_s"), _med(tc, "compile_s")
         out.append(_target(f"Adam.step compile, {g['config']}: <= 1/5 of torch.compile's", c, tcc and tcc / 5, " s",
-                           f"{c / tcc:.2f}x" if c and tcc else "", _first_note(g)))
+                           f"{c / tcc:.2f}x" if c and tcc else "", _first_note(g), among=(g, tc)))
     return out
 
 

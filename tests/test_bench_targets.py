@@ -85,3 +85,18 @@ def test_a_target_is_quoted_from_the_latest_file_whatever_order_the_files_are_gi
         line = next(ln for ln in text.splitlines() if ln.startswith("| Adam.step, default options"))
         assert "| met |" in line and "`new.json`" in line, line
         assert text.index("### `old.json`") < text.index("### `new.json`")  # the tables in the order measured
+
+
+def test_a_reference_that_lost_runs_leaves_the_target_unjudged():
+    """2026-11-28 (H100, ae84fe9): two of three torch.compile runs of Adam.step timed out beside three other runs,
+    and "compile <= 1/5 of torch.compile's" read met on the one that finished (a median of one, not of three)."""
+    def runs(tc_ok):
+        rows = [_row("default", 8.0) for _ in range(3)]
+        rows += [dict(_row("torch.compile", 4.0), compile_s=150.0, ok=ok) for ok in tc_ok]
+        return _targets(rows)["Adam.step compile, default: <= 1/5 of torch.compile's"]
+
+    full = runs([True, True, True])
+    assert full["met"] is True and full["detail"].startswith("10.0 s vs limit 30.0 s")
+    short = runs([True, False, False])
+    assert short["met"] is None
+    assert short["detail"].startswith("not judged: torch.compile has 1 of 3 runs; 10.0 s vs limit 30.0 s"), short
