@@ -784,18 +784,20 @@ def _med(g, key):
 
 def _target(name: str, value, limit, unit: str, ratio_of: str = "", detail: str = "", among=()) -> dict:
     """met when the median ``value`` <= ``limit``; the detail gives the ratio to the reference. ``among``: the
-    groups whose medians the value and limit are; one that lost runs (failed, not run) leaves the target unjudged
-    (a median of fewer runs than asked, e.g. one torch.compile run of three, is not the median the target names)."""
+    groups whose medians the value and limit are. Where one lost runs (failed, not run), a median of fewer runs
+    than asked (e.g. one torch.compile run of three) cannot show the target met: it is left unjudged; a miss
+    stays a miss, and says how many runs it rests on."""
     if value is None or limit is None:
         return {"target": name, "met": None, "detail": "not measured" + (f" ({detail})" if detail else "")}
     text = f"{_num(value)}{unit} vs limit {_num(limit)}{unit}" + (f" ({ratio_of})" if ratio_of else "")
-    short = next((g for g in among if g and g["n_ok"] < g["n"]), None)
-    if short is not None:
-        return {"target": name, "met": None, "value": value, "limit": limit,
-                "detail": f"not judged: {_label(short)} has {short['n_ok']} of {short['n']} runs; {text}"}
     met = value <= limit * (1 + 1e-9)
+    short = next((g for g in among if g and g["n_ok"] < g["n"]), None)
+    runs = f"{_label(short)} has {short['n_ok']} of {short['n']} runs" if short is not None else ""
+    if short is not None and met:
+        return {"target": name, "met": None, "value": value, "limit": limit,
+                "detail": f"not judged ({runs}): {text}"}
     return {"target": name, "met": met, "value": value, "limit": limit,
-            "detail": text + ("" if met or not detail else f"; {detail}")}
+            "detail": text + (f"; {runs}" if runs else "") + ("" if met or not detail else f"; {detail}")}
 
 
 def _ratio(a, b) -> float | None:
@@ -1005,9 +1007,11 @@ def format_tables(files: list[tuple[str, dict]]) -> str:
                     format_group_table(groups, b, n), ""]
         all_targets += [dict(t, file=fname) for t in targets(groups)]
     # a target measured in a later file (sorted above by measured_at) is quoted from that file only: the latest run
-    newest = {t["target"]: t["file"] for t in all_targets if t["met"] is not None}
+    # ("measured": a value against a limit, judged or not: a later run that met a target on too few runs is quoted
+    # as not judged, not replaced by an older verdict)
+    newest = {t["target"]: t["file"] for t in all_targets if t.get("value") is not None}
     all_targets = [t for t in all_targets if newest.get(t["target"], t["file"]) == t["file"]
-                   and (t["met"] is not None or t["target"] not in newest)]
+                   and (t.get("value") is not None or t["target"] not in newest)]
     all_targets = list({t["target"]: t for t in all_targets}.values())
     out += ["### Targets (issue 27): met when the median meets them, in the latest run that measured them; ratios of "
             "medians within one file", "",

@@ -99,4 +99,26 @@ def test_a_reference_that_lost_runs_leaves_the_target_unjudged():
     assert full["met"] is True and full["detail"].startswith("10.0 s vs limit 30.0 s")
     short = runs([True, False, False])
     assert short["met"] is None
-    assert short["detail"].startswith("not judged: torch.compile has 1 of 3 runs; 10.0 s vs limit 30.0 s"), short
+    assert short["detail"].startswith("not judged (torch.compile has 1 of 3 runs): 10.0 s vs limit 30.0 s"), short
+
+
+def test_a_miss_on_fewer_runs_stays_a_miss_and_says_so():
+    rows = [_row("default", 8.0)] + [dict(_row("default", 8.0), ok=False) for _ in range(2)]
+    rows += [dict(_row("torch.compile", 4.0), compile_s=40.0) for _ in range(3)]
+    found = _targets(rows)["Adam.step compile, default: <= 1/5 of torch.compile's"]
+    assert found["met"] is False
+    assert found["detail"] == "10.0 s vs limit 8 s (0.25x); default has 1 of 3 runs", found
+
+
+def test_a_later_run_met_on_too_few_runs_is_quoted_unjudged_not_replaced_by_an_older_verdict():
+    def result(measured_at, default_ms, default_ok):
+        rows = [dict(_row("eager", 11.6), name="eager") for _ in range(3)]
+        rows += [dict(_row("default", default_ms), name="default", ok=ok) for ok in default_ok]
+        return {"schema": bench.SCHEMA, "measured_at": measured_at, "device": "gpu", "rows": rows, "meta": {},
+                "complete": True}
+
+    newer = result("2026-11-27T10:54:48", 7.8, [True, True, False])  # met, but on 2 of 3 runs
+    older = result("2026-11-27T07:36:51", 28.0, [True, True, True])  # missed on 3 of 3
+    text = bench.format_tables([("old.json", older), ("new.json", newer)])
+    line = next(ln for ln in text.splitlines() if ln.startswith("| Adam.step, default options"))
+    assert "| n/a | not judged (default has 2 of 3 runs)" in line and "`new.json`" in line, line
