@@ -619,8 +619,13 @@ def run(args) -> Path:
         f"{' (dirty)' if git['dirty'] else ''}; skipped: {len(skipped)}")
     for r in skipped:
         log(f"  skip {r['bench']} {r['name']}: {r['skipped']}")
-    log(forecast([cfg for _, cfg in tasks], earlier_walls([RESULTS, args.out], _slug(devname)), args.jobs,
-                 args.budget, where=_slug(devname)))
+    walls = earlier_walls([RESULTS, args.out], _slug(devname))
+    log(forecast([cfg for _, cfg in tasks], walls, args.jobs, args.budget, where=_slug(devname)))
+    limits = run_timeouts(todo, walls, args.timeout)
+    for (bench_name, layers, name), limit in sorted(limits.items(), key=str):
+        if limit > args.timeout:
+            log(f"  timeout {bench_name} {name}: {limit:.0f} s (twice its earlier run's {limit / 2:.0f} s on this "
+                f"device kind; --timeout {args.timeout:.0f} s)")
     lock = threading.Lock()
     slots: queue.Queue = queue.Queue()
     for k in range(max(1, args.jobs)):
@@ -644,7 +649,7 @@ def run(args) -> Path:
         else:
             slot = slots.get()  # a free slot: with several GPUs, the GPU no other running process uses
             try:
-                r = _spawn({**cfg, **git, "repeat": rep}, args.timeout, slot, len(gpus), args.jobs)
+                r = _spawn({**cfg, **git, "repeat": rep}, limits[key], slot, len(gpus), args.jobs)
             finally:
                 slots.put(slot)
             last_wall[key] = r["wall_s"]
@@ -1038,6 +1043,17 @@ def earlier_walls(directories: list[Path], device_slug: str) -> dict[tuple, floa
     return walls
 
 
+def run_timeouts(configs: list[dict], walls: dict[tuple, float], timeout: float) -> dict[tuple, float]:
+    """Seconds each configuration's run may take: ``--timeout``, or twice the configuration's earlier wall on this
+    device kind where that is longer (2026-11-28: two of three torch.compile runs of Adam.step, 162-253 s alone
+    before, hit a 300 s limit beside three other runs, and the target had no median of three)."""
+    out = {}
+    for cfg in configs:
+        key = (cfg["bench"], cfg.get("layers"), cfg["name"])
+        out[key] = max(timeout, 2.0 * walls.get(key, 0.0))
+    return out
+
+
 def forecast(tasks: list[dict], walls: dict[tuple, float], jobs: int, budget: float | None,
              where: str = "this device") -> str:
     """One line: about how long the planned runs take (``_forecast.makespan`` of the earlier walls in round order
@@ -1131,7 +1147,9 @@ def main(argv=None) -> int:
     ap.add_argument("--size", choices=["full", "small"], default=None, help="workload size (default: full on GPU)")
     ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     ap.add_argument("--timeout", type=float, default=300.0,
-                    help="seconds per configuration run (not counting time stopped by other runs' timed phases)")
+                    help="seconds per configuration run (not counting time stopped by other runs' timed phases); "
+                         "a configuration whose earlier run on this device kind took longer than half of it gets "
+                         "twice that run's wall")
     ap.add_argument("--budget", type=float, default=None, help="start no run that would end after this many seconds")
     ap.add_argument("--tag", default=None, help="name part of the result file (default: the benches)")
     ap.add_argument("--out", type=Path, default=RESULTS)

@@ -51,3 +51,13 @@ def test_the_forecast_line_counts_what_it_knows_and_says_when_the_budget_is_shor
     assert "MORE than the budget (300 s)" in line
     assert "(budget 400 s)" in bench.forecast(tasks, walls, jobs=2, budget=400)
     assert bench.forecast(tasks, {}, jobs=2, budget=400).startswith("forecast: no earlier run")
+
+
+def test_a_configuration_that_ran_long_before_gets_twice_its_wall_as_its_timeout():
+    configs = [{"bench": "adam", "layers": None, "name": "torch.compile"}, {"bench": "adam", "layers": None,
+                                                                             "name": "default"}]
+    walls = {("adam", None, "torch.compile"): 207.5, ("adam", None, "default"): 90.0}
+    limits = bench.run_timeouts(configs, walls, 300.0)
+    assert limits == {("adam", None, "torch.compile"): 415.0, ("adam", None, "default"): 300.0}
+    assert bench.run_timeouts(configs, {}, 120.0) == {("adam", None, "torch.compile"): 120.0,
+                                                      ("adam", None, "default"): 120.0}
