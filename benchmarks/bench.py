@@ -895,7 +895,8 @@ def targets(groups: list[dict]) -> list[dict]:
                 continue
             f, tf = _med(g, "first_iter_s"), _med(tc, "first_iter_s")
             out.append(_target(f"llama {L}L first iteration, {g['config']}: <= {lim}x torch.compile's", f,
-                               tf and lim * tf, " s", f"{f / tf:.2f}x" if f and tf else "", _first_note(g), among=(g, tc)))
+                               tf and lim * tf, " s", f"{f / tf:.2f}x" if f and tf else "", _first_note(g),
+                               among=(g, tc)))
     for g in [g for g in tl if g["bench"] == "memory" and parse_config(g["config"]).get("strategy") == "memory"
               and not parse_config(g["config"]).get("cuda_graphs")]:
         out.append(_target(f"memory_peak_efficient_func, {g['config']}: peak stays at eager's 0.75 MiB",

@@ -79,6 +79,8 @@ def test_repeat_gives_each_line_the_median_of_its_calls(monkeypatch):
     # line totals per call: a 10 + 5 = 15, b 30 + 50 = 80, c 20 + 90 = 110: the median is b
     assert prof.spans == [("host", "b", 0.0, 1.0)]
     assert "median of 3 calls" in str(prof) and prof.to_dict()["calls"] == 3
+    # the lines' share of the call is the medians': (20 + 2) us of 200 us
+    assert prof.coverage == pytest.approx(0.11) and "11% of the profiled call (0.200 ms)" in prof.note
 
 
 def test_repeat_profiles_real_calls_and_leaves_the_fast_program(profiled):

@@ -1,7 +1,8 @@
 """Measured time per trace line and region (issue 17 item 1, data and export).
 
 ``trace_lab.profile_lines(jfn, *args)`` runs one more call of a jitted function (and
-its backward when an output requires grad) under ``torch.profiler``, with every
+its backward when an output requires grad; ``repeat=N``: N calls, each line's median) under
+``torch.profiler``, started up first on a throwaway range (:data:`WARMUP_LABEL`), with every
 compiled program swapped for its instrumented twin (:meth:`GeneratedProgram.instrumented`:
 the same generated code with each line inside a ``record_function`` range named
 ``'<kind> #<program> L<index> <value> = <op>'``: the program index keeps the identical lines of two
@@ -170,14 +171,14 @@ def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None, repeat: int
         _call(jfn, args, kwargs, loss)
     if repeat == 1:
         return _profile_one_call(jfn, args, kwargs, loss)
-    return _median_of(jfn, [_profile_one_call(jfn, args, kwargs, loss) for _ in range(repeat)])
+    return _median_of([_profile_one_call(jfn, args, kwargs, loss) for _ in range(repeat)])
 
 
 def _line_time(ln: LineTime) -> float:
     return max(ln.host_us, ln.device_us)
 
 
-def _median_of(jfn, calls: list[LineProfile]) -> LineProfile:
+def _median_of(calls: list[LineProfile]) -> LineProfile:
     """One profile of ``len(calls)`` calls: each line's median host and device time over the calls (a line
     some call lacks keeps the calls that have it), the call time's median; the spans and the profiler of the
     call whose lines' total is the median."""
@@ -195,8 +196,8 @@ def _median_of(jfn, calls: list[LineProfile]) -> LineProfile:
                     for ln in result.lines for key in [(ln.program, ln.kind, ln.index, ln.label)]]
     result.call_us = float(median(c.call_us for c in calls))
     result.calls = len(calls)
-    if result.call_us > 0 and result.lines and not result.note.startswith("CUDA graphs"):
-        result.coverage = sum(ln.host_us for ln in result.lines) / result.call_us
+    if result.lines:  # (a replayed CUDA graph has no lines: its note stays)
+        _set_coverage(result)
     return result
 
 
@@ -253,6 +254,13 @@ def _profile_one_call(jfn, args, kwargs, loss) -> LineProfile:
                 result.lines.append(LineTime(program.index, trace.kind, index, label, _source(trace, node),
                                              float(host), float(device)))
     result.call_us = float(events.get(CALL_LABEL, (0.0, 0.0))[0])
+    _set_coverage(result)
+    return result
+
+
+def _set_coverage(result: LineProfile) -> None:
+    """The lines' share of the call's host time, and the note that says so when it is low."""
+    result.coverage, result.note = None, ""
     if result.call_us > 0 and result.lines:
         result.coverage = sum(ln.host_us for ln in result.lines) / result.call_us
         if result.coverage < LOW_COVERAGE:
@@ -260,4 +268,3 @@ def _profile_one_call(jfn, args, kwargs, loss) -> LineProfile:
                            f"({result.call_us / 1e3:,.3f} ms): the rest runs between them (Dynamo's guards, "
                            "AOTAutograd's wrappers, the autograd engine, the profiler's own ranges); a short "
                            "program's lines are a small part of its call")
-    return result
