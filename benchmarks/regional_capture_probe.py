@@ -10,7 +10,10 @@ For each layer count, four modes, each in a fresh process with Inductor's and Tr
 * ``tc-regional``: each ``Block`` of the stack ``torch.compile``d on its own (identical layers hit Dynamo's cache);
 * ``lab-whole``: ``trace_lab.jit(model, fusion="layers", executor=E)`` (today's whole-program capture);
 * ``lab-regional`` (a prototype, not an option of the lab): each ``Block`` compiled with one JitFunction's capture
-  backend, so trace_lab captures, passes and compiles a layer's program once and the other layers reuse it.
+  backend, so trace_lab captures, passes and compiles a layer's program once and the other layers reuse it;
+* ``lab-regional-one`` (the same, closer to torch.compile's recipe): each ``Block`` inside a one-element ModuleList,
+  so ``fusion="layers"`` makes the block's program one region each way (``lab-regional``'s dataflow splits it at
+  every matmul into several regions to compile).
 
 Every mode's output and gradients are compared with eager's. With ``aot_eager`` and the eager executor no kernel
 compiler runs: what is left is Dynamo, AOTAutograd and the lab's own passes, the part regional capture shortens."""
@@ -23,7 +26,18 @@ import sys
 import tempfile
 import time
 
-MODES = ("tc-whole", "tc-regional", "lab-whole", "lab-regional")
+MODES = ("tc-whole", "tc-regional", "lab-whole", "lab-regional", "lab-regional-one")
+
+
+class _One(__import__("torch").nn.Module):
+    """One block inside a one-element ModuleList: its ops' module paths are numbered (``layers.0``)."""
+
+    def __init__(self, block):
+        super().__init__()
+        self.layers = __import__("torch").nn.ModuleList([block])
+
+    def forward(self, *args, **kwargs):
+        return self.layers[0](*args, **kwargs)
 
 
 def one(mode: str, layers: int, backend: str, executor: str) -> dict:
@@ -37,7 +51,7 @@ def one(mode: str, layers: int, backend: str, executor: str) -> dict:
     size = "full" if dev == "cuda" else "small"
     model, (x,) = workloads.make_llama(layers)(dev, size)
     ref, _ = workloads.make_llama(layers)(dev, size)  # same seed: the same weights
-    programs = None
+    programs = regions = None
     start = time.perf_counter()
     if mode == "tc-whole":
         f = torch.compile(model, backend=backend)
@@ -47,10 +61,16 @@ def one(mode: str, layers: int, backend: str, executor: str) -> dict:
         f = model
     elif mode == "lab-whole":
         f = trace_lab.jit(model, fusion="layers", executor=executor)
-    else:
+    elif mode == "lab-regional":
         jfn = trace_lab.jit(model.layers[0], fusion="dataflow", executor=executor)
         for i, layer in enumerate(model.layers):
             model.layers[i] = torch.compile(layer, backend=jfn.session.backend, dynamic=False)
+        f = model
+    else:  # lab-regional-one: the block's whole program one region each way, as torch.compile's regional recipe
+        wrapped = [_One(layer) for layer in model.layers]  # a numbered path: fusion="layers" makes it one region
+        jfn = trace_lab.jit(wrapped[0], fusion="layers", executor=executor)
+        for i, w in enumerate(wrapped):
+            model.layers[i] = torch.compile(w, backend=jfn.session.backend, dynamic=False)
         f = model
     out = f(x)
     out.float().sum().backward()
@@ -59,15 +79,16 @@ def one(mode: str, layers: int, backend: str, executor: str) -> dict:
     first = time.perf_counter() - start
     if mode == "lab-whole":
         programs = len(f.programs)
-    elif mode == "lab-regional":
+    else:
         programs = len(jfn.programs)
+        regions = sum(len(getattr(part.compiled, "regions", None) or {}) for p in jfn.programs for part in p.parts)
     expected = ref(x)
     expected.float().sum().backward()
     tol = dict(atol=2e-2, rtol=2e-2) if expected.dtype == torch.bfloat16 else dict(atol=1e-4, rtol=1e-4)
     ok = torch.allclose(out, expected, **tol) and all(
         torch.allclose(p.grad, q.grad, **tol) for p, q in zip(model.parameters(), ref.parameters()))
     return {"mode": mode, "layers": layers, "device": dev, "first_call_s": round(first, 2), "matches_eager": ok,
-            "programs": programs}
+            "programs": programs, "regions": regions}
 
 
 def main() -> None:
@@ -83,7 +104,7 @@ def main() -> None:
         return
     print(f"first call (forward + backward) of llama, torch.compile backend {args.backend}, "
           f"trace_lab executor {args.executor}; each mode a fresh process")
-    print(f"{'layers':>6}  {'mode':<13} {'first call s':>12}  {'programs':>8}  matches eager")
+    print(f"{'layers':>6}  {'mode':<16} {'first call s':>12}  {'programs':>8}  {'regions':>7}  matches eager")
     for layers in args.layers:
         for mode in args.modes:
             cache = tempfile.mkdtemp(prefix="regional-probe-cache-")  # cold: Inductor's and Triton's caches empty
@@ -94,11 +115,11 @@ def main() -> None:
             shutil.rmtree(cache, ignore_errors=True)
             line = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
             if not line:
-                print(f"{layers:>6}  {mode:<13} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+                print(f"{layers:>6}  {mode:<16} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
                 continue
             r = json.loads(line[-1][7:])
-            print(f"{layers:>6}  {mode:<13} {r['first_call_s']:>12.2f}  {r['programs'] or '':>8}  {r['matches_eager']}",
-                  flush=True)
+            print(f"{layers:>6}  {mode:<16} {r['first_call_s']:>12.2f}  {r['programs'] or '':>8}  "
+                  f"{r.get('regions') or '':>7}  {r['matches_eager']}", flush=True)
 
 
 if __name__ == "__main__":
