@@ -79,7 +79,7 @@ def one(mode: str, layers: int, backend: str, executor: str) -> dict:
     first = time.perf_counter() - start
     if mode == "lab-whole":
         programs = len(f.programs)
-    else:
+    elif mode.startswith("lab-regional"):
         programs = len(jfn.programs)
         regions = sum(len(getattr(part.compiled, "regions", None) or {}) for p in jfn.programs for part in p.parts)
     expected = ref(x)
