@@ -2,6 +2,7 @@
 
     python3 benchmarks/first_call_split.py [strategy] [executor] [layers]   # GPU machine; default dataflow inductor 8
     TRACE_LAB_SPLIT_PROFILE=0 python3 benchmarks/first_call_split.py layers inductor 8   # the same without cProfile
+    python3 benchmarks/first_call_split.py auto auto adam   # Adam.step over 200 x 65,536 (the default options)
 
 Runs one first call (forward + backward) and prints each compiled part's CompilationRecord.timings(): AOTAutograd's
 capture, every pass stage, op-scratch measurement, the executor (each region's compile seconds and cache hit), graph
@@ -24,21 +25,30 @@ from examples import workloads  # noqa: E402
 
 strategy = sys.argv[1] if len(sys.argv) > 1 else "dataflow"
 executor = sys.argv[2] if len(sys.argv) > 2 else "inductor"
-layers = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+workload = sys.argv[3] if len(sys.argv) > 3 else "8"  # a llama layer count, or "adam"
 device = "cuda" if torch.cuda.is_available() else "cpu"
-model, (x,) = workloads.make_llama(layers)(device, "full" if device == "cuda" else "small")
-jfn = trace_lab.jit(model, fusion=strategy, executor=executor)
+if workload == "adam":
+    fn, fn_args = workloads.make_adam_step(device, "full")
+    layers = "Adam.step (200 x 65,536);"
+    jfn = trace_lab.jit(fn, fusion=strategy, executor=executor)
+    run = (lambda: jfn(*fn_args))
+else:
+    layers = int(workload)
+    model, (x,) = workloads.make_llama(layers)(device, "full" if device == "cuda" else "small")
+    jfn = trace_lab.jit(model, fusion=strategy, executor=executor)
+    run = (lambda: jfn(x).float().sum().backward())
 PROFILE = os.environ.get("TRACE_LAB_SPLIT_PROFILE", "1") != "0"
 prof = cProfile.Profile()
 t0 = time.perf_counter()
 if PROFILE:
     prof.enable()
-jfn(x).float().sum().backward()
+run()
 if device == "cuda":
     torch.cuda.synchronize()
 prof.disable()
 first = time.perf_counter() - t0
-print(f"first call ({strategy}, {executor}, {layers} layers, {device}{', under cProfile' if PROFILE else ''}): {first:.2f} s")
+what = layers if workload == "adam" else f"{layers} layers,"
+print(f"first call ({strategy}, {executor}, {what} {device}{', under cProfile' if PROFILE else ''}): {first:.2f} s")
 named = 0.0
 for rec in jfn.compilations():
     t = rec.timings()
