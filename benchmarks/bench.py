@@ -642,7 +642,7 @@ def run(args) -> Path:
 
     def one(i_task):
         i, (rep, cfg) = i_task
-        key = (cfg["bench"], cfg.get("layers"), cfg["name"])
+        key = run_key(cfg)
         elapsed = time.monotonic() - started_at
         if args.budget and elapsed + last_wall.get(key, 0.0) > args.budget:
             r = {**cfg, **git, "repeat": rep, "ok": False, "skipped": f"time budget ({args.budget:.0f} s)"}
@@ -1039,20 +1039,21 @@ def earlier_walls(directories: list[Path], device_slug: str) -> dict[tuple, floa
         runs: dict[tuple, list[float]] = {}
         for r in _load_rows(d):
             if r.get("wall_s") and not r.get("skipped"):
-                runs.setdefault((r.get("bench"), r.get("layers"), r.get("name")), []).append(float(r["wall_s"]))
+                runs.setdefault(run_key(r), []).append(float(r["wall_s"]))
         walls.update({k: statistics.median(v) for k, v in runs.items()})
     return walls
+
+
+def run_key(run: dict) -> tuple:
+    """(bench, layers, configuration name): what a planned run and a result row have in common."""
+    return run.get("bench"), run.get("layers"), run.get("name")
 
 
 def run_timeouts(configs: list[dict], walls: dict[tuple, float], timeout: float) -> dict[tuple, float]:
     """Seconds each configuration's run may take: ``--timeout``, or twice the configuration's earlier wall on this
     device kind where that is longer (2026-11-28: two of three torch.compile runs of Adam.step, 162-253 s alone
     before, hit a 300 s limit beside three other runs, and the target had no median of three)."""
-    out = {}
-    for cfg in configs:
-        key = (cfg["bench"], cfg.get("layers"), cfg["name"])
-        out[key] = max(timeout, 2.0 * walls.get(key, 0.0))
-    return out
+    return {run_key(cfg): max(timeout, 2.0 * walls.get(run_key(cfg), 0.0)) for cfg in configs}
 
 
 def forecast(tasks: list[dict], walls: dict[tuple, float], jobs: int, budget: float | None,
@@ -1061,7 +1062,7 @@ def forecast(tasks: list[dict], walls: dict[tuple, float], jobs: int, budget: fl
     on ``jobs`` slots), how many runs no earlier file timed, and whether that fits ``--budget``."""
     from _forecast import makespan
 
-    keys = [(t["bench"], t.get("layers"), t["name"]) for t in tasks]
+    keys = [run_key(t) for t in tasks]
     known = [walls[k] for k in keys if k in walls]
     if not known:
         return f"forecast: no earlier run of these configurations on {where}"

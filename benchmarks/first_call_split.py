@@ -29,12 +29,12 @@ workload = sys.argv[3] if len(sys.argv) > 3 else "8"  # a llama layer count, or 
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if workload == "adam":
     fn, fn_args = workloads.make_adam_step(device, "full")
-    layers = "Adam.step (200 x 65,536);"
+    what = "Adam.step (200 x 65,536),"
     jfn = trace_lab.jit(fn, fusion=strategy, executor=executor)
     run = (lambda: jfn(*fn_args))
 else:
-    layers = int(workload)
-    model, (x,) = workloads.make_llama(layers)(device, "full" if device == "cuda" else "small")
+    what = f"{int(workload)} layers,"
+    model, (x,) = workloads.make_llama(int(workload))(device, "full" if device == "cuda" else "small")
     jfn = trace_lab.jit(model, fusion=strategy, executor=executor)
     run = (lambda: jfn(x).float().sum().backward())
 PROFILE = os.environ.get("TRACE_LAB_SPLIT_PROFILE", "1") != "0"
@@ -47,7 +47,6 @@ if device == "cuda":
     torch.cuda.synchronize()
 prof.disable()
 first = time.perf_counter() - t0
-what = layers if workload == "adam" else f"{layers} layers,"
 print(f"first call ({strategy}, {executor}, {what} {device}{', under cProfile' if PROFILE else ''}): {first:.2f} s")
 named = 0.0
 for rec in jfn.compilations():

@@ -25,7 +25,7 @@ lines were about half of the call).
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
 
@@ -186,14 +186,12 @@ def _median_of(calls: list[LineProfile]) -> LineProfile:
 
     totals = sorted(range(len(calls)), key=lambda i: sum(map(_line_time, calls[i].lines)))
     result = calls[totals[len(totals) // 2]]
-    times: dict[tuple, list[LineTime]] = {}
+    times: dict[str, list[LineTime]] = {}  # by label: it names the program, the kind and the line
     for call in calls:
         for ln in call.lines:
-            times.setdefault((ln.program, ln.kind, ln.index, ln.label), []).append(ln)
-    result.lines = [LineTime(ln.program, ln.kind, ln.index, ln.label, ln.source,
-                             float(median(t.host_us for t in times[key])),
-                             float(median(t.device_us for t in times[key])))
-                    for ln in result.lines for key in [(ln.program, ln.kind, ln.index, ln.label)]]
+            times.setdefault(ln.label, []).append(ln)
+    result.lines = [replace(ln, host_us=float(median(t.host_us for t in times[ln.label])),
+                            device_us=float(median(t.device_us for t in times[ln.label]))) for ln in result.lines]
     result.call_us = float(median(c.call_us for c in calls))
     result.calls = len(calls)
     if result.lines:  # (a replayed CUDA graph has no lines: its note stays)
