@@ -15,8 +15,9 @@ For each layer count, four modes, each in a fresh process with Inductor's and Tr
   so ``fusion="layers"`` makes the block's program one region each way (``lab-regional``'s dataflow splits it at
   every matmul into several regions to compile).
 
-Every mode's output and gradients are compared with eager's. With ``aot_eager`` and the eager executor no kernel
-compiler runs: what is left is Dynamo, AOTAutograd and the lab's own passes, the part regional capture shortens."""
+Every mode's output and gradients are compared with eager's, within the lab's tolerance (``run/compare.py``).
+With ``aot_eager`` and the eager executor no kernel compiler runs: what is left is Dynamo, AOTAutograd and the
+lab's own passes, the part regional capture shortens."""
 import argparse
 import json
 import os
@@ -84,9 +85,11 @@ def one(mode: str, layers: int, backend: str, executor: str) -> dict:
         regions = sum(len(getattr(part.compiled, "regions", None) or {}) for p in jfn.programs for part in p.parts)
     expected = ref(x)
     expected.float().sum().backward()
-    tol = dict(atol=2e-2, rtol=2e-2) if expected.dtype == torch.bfloat16 else dict(atol=1e-4, rtol=1e-4)
-    ok = torch.allclose(out, expected, **tol) and all(
-        torch.allclose(p.grad, q.grad, **tol) for p, q in zip(model.parameters(), ref.parameters()))
+    # the lab's own tolerance (run/compare.py: the largest error relative to the largest magnitude, 3e-2 in bf16);
+    # an elementwise allclose failed torch.compile's own bf16 gradients on the GPU (2026-11-28, H200)
+    from trace_lab.run.compare import _close
+    ok = _close(out, expected, 1.0) is None and all(
+        _close(p.grad, q.grad, 1.0) is None for p, q in zip(model.parameters(), ref.parameters()))
     return {"mode": mode, "layers": layers, "device": dev, "first_call_s": round(first, 2), "matches_eager": ok,
             "programs": programs, "regions": regions}
 

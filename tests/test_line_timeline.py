@@ -56,3 +56,29 @@ def test_an_unprofiled_run_says_how_to_time_it():
     report = trace_lab.inspect(lambda x: x.relu() * 2, torch.randn(4, 4), runs=0)
     assert report.line_times is None
     assert "--profile" in timeline_html(report) and 'class="tl-time"' not in H.traces_html(report)
+
+
+def test_profile_calls_times_each_line_as_its_median_over_the_calls(profiled):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 32))
+    report = trace_lab.inspect(model, torch.randn(8, 32), runs=0, profile=True, profile_calls=3)
+    assert report.comparison["ok"]  # the compiled run still matches eager
+    assert report.line_times["calls"] == 3 and profiled.line_times["calls"] == 1
+    expected = {(kind, i) for kind in ("forward", "backward") for i in range(len(report.traces(kind)[-1].ops))}
+    assert sorted((ln["kind"], ln["index"]) for ln in report.line_times["lines"]) == sorted(expected)
+    assert "Every line of 3 more calls" in timeline_html(report)
+    assert "Every line of one more call" in timeline_html(profiled)
+
+
+def test_profile_calls_without_profile_times_nothing_and_says_so():
+    report = trace_lab.inspect(lambda x: x.relu() * 2, torch.randn(4, 4), runs=0, profile_calls=2)
+    assert report.line_times is None
+    assert any("profile_calls=2 without profile" in w for w in report.warnings), report.warnings
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "3"])
+def test_profile_calls_must_be_a_whole_number_of_calls(bad):
+    from trace_lab.options import OptionError
+
+    with pytest.raises(OptionError, match="whole number of calls, 1 or more"):
+        trace_lab.inspect(lambda x: x.relu(), torch.randn(4, 4), runs=0, profile=True, profile_calls=bad)

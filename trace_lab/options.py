@@ -170,6 +170,11 @@ SCHEMA: tuple[Option, ...] = (
            help="one more call under torch.profiler times every trace line (host time; on CUDA also its kernels' "
                 "device time): the Trace tab's time column and the Timeline tab (trace_lab.profile_lines). With "
                 "cuda_graphs the replayed graph has no lines: the Timeline shows the call and its kernels."),
+    Option("profile_calls", int, 1, stage="run", surfaces=frozenset({"inspect", "magic", "cell"}), minimum=1,
+           metavar="N", rule="give a whole number of calls, 1 or more",
+           help="with profile: profile N calls and give each line its median over them (trace_lab.profile_lines' "
+                "repeat=N), so one slow call does not set a line's figure; the Timeline draws the call whose total "
+                "is the median. Each call runs under its own profiler, after its start-up."),
     Option("measure_step", bool, False, stage="run", surfaces=frozenset({"inspect"}),
            help="one more call measures the peak of the whole call (forward and backward together): the figure "
                 "a --baseline peer has, so the two are read side by side."),

@@ -150,14 +150,18 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
         timed = time_host_device(lambda: call(jfn, args), device, runs)  # host and (CUDA) device time per call
         times, timing = timed.seconds, timed.to_dict()
     line_times = None
-    if opts["profile"]:  # time every line of one more call (the Trace tab's time column, the Timeline tab)
-        say("timing every trace line (torch.profiler)")
+    calls = opts["profile_calls"]
+    if calls > 1 and not opts["profile"]:
+        warnings.append(f"profile_calls={calls} without profile: no line was timed (add profile=True, or --profile "
+                        "in the magic)")
+    if opts["profile"]:  # time every line of more calls (the Trace tab's time column, the Timeline tab)
+        say(f"timing every trace line (torch.profiler{f', median of {calls} calls' if calls > 1 else ''})")
         from ..errors import TraceLabError
         from ..run.line_profile import profile_lines
 
         try:
             with undisturbed(), profiler_stderr():  # kineto's USDT lines are not the cell's (issue 26 item 3)
-                line_times = profile_lines(jfn, *args, loss=loss_fn, kwargs=fn_kwargs).to_dict()
+                line_times = profile_lines(jfn, *args, loss=loss_fn, kwargs=fn_kwargs, repeat=calls).to_dict()
         except TraceLabError as e:
             warnings.append(f"profile: {e}")
     comm = None

@@ -85,7 +85,10 @@ def timeline_html(report) -> str:
     dev_head = "<th>device us</th>" if device else ""
     lanes = "device: host lane = each line's range, device lane = its kernels" if device else \
         "CPU: the host's time is the program's time (one lane)"
-    return (f"<p>Every line of one more call, timed under torch.profiler ({esc(lanes)}). "
+    calls = int(data.get("calls") or 1)
+    what = "one more call" if calls == 1 else \
+        f"{calls} more calls, each line's times their median over the calls (the lanes draw the median call)"
+    return (f"<p>Every line of {what}, timed under torch.profiler ({esc(lanes)}). "
             "<code>trace_lab.profile_lines(jfn, x).export_chrome_trace(path)</code> writes the same call for "
             "Perfetto.</p>" + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0))
             + f"<h5>slowest lines</h5><div class='tl-scroll'><table><tr><th>part</th><th>line</th><th>host us</th>"
