@@ -82,3 +82,38 @@ def test_profile_calls_must_be_a_whole_number_of_calls(bad):
 
     with pytest.raises(OptionError, match="whole number of calls, 1 or more"):
         trace_lab.inspect(lambda x: x.relu(), torch.randn(4, 4), runs=0, profile=True, profile_calls=bad)
+
+
+def _gpu_profile_data():
+    """A GPU profile as the views read it, made up so that the three ways of ranking lines disagree: two host-bound
+    lines whose kernels take the same (B listed first), one device-bound line that launches fast."""
+    def line(index, host, dev, source):
+        return {"program": 0, "kind": "forward", "index": index, "label": f"forward #0 L{index} t{index} = aten.x",
+                "host_us": host, "device_us": dev, "source": source}
+    return {"device": "cuda", "calls": 1, "spans": [], "spans_cut": 0, "note": "", "call_us": 3000.0,
+            "coverage": 0.7, "lines": [line(1, 31.0, 1.3, "b.py:1"), line(0, 98.0, 1.3, "a.py:1"),
+                                       line(2, 5.0, 2000.0, "c.py:1")]}
+
+
+def test_on_a_gpu_the_slowest_lines_are_ranked_by_the_longer_of_host_and_device():
+    from types import SimpleNamespace
+
+    tab = timeline_html(SimpleNamespace(line_times=_gpu_profile_data()))
+    slowest = tab.split("<h5>slowest lines</h5>")[1].split("<h5>per source line</h5>")[0]
+    order = re.findall(r"L(\d) t\d = aten", slowest)
+    assert order == ["2", "0", "1"], order  # by device alone: 2, 1, 0; by host alone: 0, 1, 2
+    sources = re.findall(r"<code>(\w\.py:1)</code>", tab.split("<h5>per source line</h5>")[1])
+    assert sources == ["c.py:1", "a.py:1", "b.py:1"], sources
+    assert "longer of its host and device times" in tab
+
+
+def test_the_profile_text_ranks_lines_and_sources_the_same_way():
+    from trace_lab.run.line_profile import LineProfile, LineTime
+
+    data = _gpu_profile_data()
+    prof = LineProfile(lines=[LineTime(**{k: ln[k] for k in ("program", "kind", "index", "label", "host_us",
+                                                             "device_us", "source")}) for ln in data["lines"]],
+                       device="cuda", call_us=3000.0, coverage=0.7)
+    text = str(prof)
+    assert [int(m) for m in re.findall(r"L(\d) t\d = aten", text)] == [2, 0, 1]
+    assert [src for src, _, _ in prof.by_source()] == ["c.py:1", "a.py:1", "b.py:1"]

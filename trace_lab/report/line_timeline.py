@@ -69,7 +69,9 @@ def timeline_html(report) -> str:
     if not data.get("lines"):  # a replayed CUDA graph: the call and its kernels only
         return (f'<p>{esc(data.get("note") or "no line was timed")}.</p>'
                 + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0)))
-    lines = sorted(data["lines"], key=lambda ln: -(ln["device_us"] if device else ln["host_us"]))
+    # a line costs the longer of launching it and running its kernels (run/line_profile.line_cost): ranked by the
+    # device column alone, a host-bound call's lines (equal kernels) came out in no useful order
+    lines = sorted(data["lines"], key=lambda ln: -max(ln["host_us"], ln["device_us"]))
     top = "".join(f"<tr><td>{esc(ln['kind'])} #{ln['program']}</td><td class='tl-wrap'><code>{esc(ln['label'])}</code></td>"
                   f"<td class='tl-num'>{ln['host_us']:,.1f}</td>"
                   + (f"<td class='tl-num'>{ln['device_us']:,.1f}</td>" if device else "")
@@ -79,18 +81,19 @@ def timeline_html(report) -> str:
         acc = sums.setdefault(ln["source"] or "(no source line)", [0.0, 0.0])
         acc[0] += ln["host_us"]
         acc[1] += ln["device_us"]
-    by_source = sorted(sums.items(), key=lambda kv: -(kv[1][1] if device else kv[1][0]))[:10]
+    by_source = sorted(sums.items(), key=lambda kv: -max(kv[1]))[:10]
     src = "".join(f"<tr><td class='tl-wrap'><code>{esc(k)}</code></td><td class='tl-num'>{h:,.1f}</td>"
                   + (f"<td class='tl-num'>{d:,.1f}</td>" if device else "") + "</tr>" for k, (h, d) in by_source)
     dev_head = "<th>device us</th>" if device else ""
     lanes = "device: host lane = each line's range, device lane = its kernels" if device else \
         "CPU: the host's time is the program's time (one lane)"
+    longer = "<p>each line ranked by the longer of its host and device times</p>" if device else ""
     calls = int(data.get("calls") or 1)
     what = "one more call" if calls == 1 else \
         f"{calls} more calls, each line's times their median over the calls (the lanes draw the median call)"
     return (f"<p>Every line of {what}, timed under torch.profiler ({esc(lanes)}). "
             "<code>trace_lab.profile_lines(jfn, x).export_chrome_trace(path)</code> writes the same call for "
             "Perfetto.</p>" + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0))
-            + f"<h5>slowest lines</h5><div class='tl-scroll'><table><tr><th>part</th><th>line</th><th>host us</th>"
+            + f"<h5>slowest lines</h5>{longer}<div class='tl-scroll'><table><tr><th>part</th><th>line</th><th>host us</th>"
             f"{dev_head}<th>source</th></tr>{top}</table></div><h5>per source line</h5><div class='tl-scroll'><table>"
             f"<tr><th>source</th><th>host us</th>{dev_head}</tr>{src}</table></div>")

@@ -33,7 +33,7 @@ from ..capture.session import program_parts
 from ..errors import TraceLabError
 from ..runtime.codegen import line_label
 
-__all__ = ["profile_lines", "LineProfile", "LineTime"]
+__all__ = ["profile_lines", "LineProfile", "LineTime", "line_cost"]
 
 
 @dataclass(frozen=True)
@@ -71,13 +71,14 @@ class LineProfile:
     calls: int = 1  # profiled calls: with more than one, each line's times are their medians over the calls
 
     def by_source(self) -> list[tuple[str, float, float]]:
-        """(source line, host us, device us) summed over the trace lines it produced, largest host first."""
+        """(source line, host us, device us) summed over the trace lines it produced, longest first: by the longer
+        of the two times (:func:`line_cost`)."""
         sums: dict[str, list[float]] = {}
         for ln in self.lines:
             s = sums.setdefault(ln.source or "(no source line)", [0.0, 0.0])
             s[0] += ln.host_us
             s[1] += ln.device_us
-        return sorted(((k, h, d) for k, (h, d) in sums.items()), key=lambda r: -r[1])
+        return sorted(((k, h, d) for k, (h, d) in sums.items()), key=lambda r: -line_cost(r[1], r[2]))
 
     def export_chrome_trace(self, path) -> str:
         self._profiler.export_chrome_trace(str(path))
@@ -89,9 +90,9 @@ class LineProfile:
                 "call_us": self.call_us, "coverage": self.coverage, "calls": self.calls}
 
     def __str__(self) -> str:
-        rows = sorted(self.lines, key=lambda ln: -(ln.device_us or ln.host_us))[:20]
+        rows = sorted(self.lines, key=lambda ln: -line_cost(ln.host_us, ln.device_us))[:20]
         of = f"median of {self.calls} calls; " if self.calls > 1 else ""
-        out = [f"time per trace line ({of}{self.device}; host = launching it, device = its kernels), largest first:"]
+        out = [f"time per trace line ({of}{self.device}; host = launching it, device = its kernels), longest first (the longer of the two):"]
         if self.note:
             out.insert(0, f"note: {self.note}")
         elif self.coverage is not None:
@@ -100,6 +101,12 @@ class LineProfile:
         out.append("per source line:")
         out += [f"  {h:9.1f} us host  {d:9.1f} us device  {src}" for src, h, d in self.by_source()[:10]]
         return "\n".join(out)
+
+
+def line_cost(host_us: float, device_us: float) -> float:
+    """What a line costs the call: launching it or running its kernels, whichever is longer (a host-bound line's
+    kernels all take about the same, so ranking by device time alone would order such lines at random)."""
+    return max(host_us, device_us)
 
 
 def _warm_up(cuda_devices) -> None:
