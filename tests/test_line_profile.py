@@ -71,7 +71,7 @@ def test_repeat_gives_each_line_the_median_of_its_calls(monkeypatch):
 
     made = iter([call("a", 10.0, 1.0, 5.0, 100.0), call("b", 30.0, 2.0, 50.0, 300.0),
                  call("c", 20.0, 90.0, 7.0, 200.0)])
-    monkeypatch.setattr(lp, "_profile_one_call", lambda *a: next(made))
+    monkeypatch.setattr(lp, "_profile_one_call", lambda *a, **k: next(made))
     jfn = type("J", (), {"programs": [object()]})()
     prof = lp.profile_lines(jfn, repeat=3)
     assert [(ln.host_us, ln.device_us) for ln in prof.lines] == [(20.0, 0.0), (2.0, 7.0)]
@@ -114,3 +114,26 @@ def test_the_profiler_starts_up_before_the_call_not_on_its_first_line(profiled, 
     first_line = min(ranges[ln.label] for ln in prof.lines)
     assert ranges[WARMUP_LABEL] <= ranges[CALL_LABEL] <= first_line
     assert WARMUP_LABEL not in {ln.label for ln in prof.lines} | {sp[1] for sp in prof.spans}
+
+
+def test_the_warm_up_runs_the_calls_own_ops_untimed_then_shifts_the_profilers_blocks(profiled, tmp_path, monkeypatch):
+    """Each op's first run after the profiler starts is slow (cold): the warm-up runs the call once with the fast
+    programs (the same ops, no line ranges) before the timed call. And the profiler's block start lands on the
+    same line of every call: with repeat=N, call i records i x PAD_RANGES empty ranges first, to move it."""
+    from trace_lab.run import line_profile as LP
+
+    jfn, args, _, _ = profiled
+    prof = trace_lab.profile_lines(jfn, *args)
+    events = [e for e in json.load(open(prof.export_chrome_trace(tmp_path / "t.json")))["traceEvents"]
+              if e.get("ph") == "X"]
+    call_start = min(float(e["ts"]) for e in events if e["name"] == LP.CALL_LABEL)
+    labels = {ln.label for ln in prof.lines}
+    assert all(float(e["ts"]) >= call_start for e in events if e["name"] in labels)  # no line range untimed
+    mm_before = sum(1 for e in events if e["name"] == "aten::mm" and float(e["ts"]) < call_start)
+    mm_in_call = sum(1 for e in events if e["name"] == "aten::mm" and float(e["ts"]) >= call_start)
+    assert mm_in_call > 0 and mm_before == mm_in_call  # the untimed call ran the same matmuls
+
+    pads, real = [], LP._warm_up
+    monkeypatch.setattr(LP, "_warm_up", lambda devices, call, pad=0: (pads.append(pad), real(devices, call, pad)))
+    trace_lab.profile_lines(jfn, *args, repeat=3)
+    assert pads == [0, LP.PAD_RANGES, 2 * LP.PAD_RANGES]

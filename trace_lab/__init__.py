@@ -131,7 +131,8 @@ def region_ends(trace_or_jfn, kind: str = "forward", program: int | None = None)
 def profile_lines(jfn, *args, loss=None, kwargs=None, repeat=1):
     """Host (and on CUDA device) time of every trace line of one more call of ``jfn(*args)`` (``repeat=N``: of N
     calls, each line's median), summed per source line too; ``.export_chrome_trace(path)`` for Perfetto
-    (:mod:`trace_lab.run.line_profile`)."""
+    (:mod:`trace_lab.run.line_profile`). Each timed call follows an untimed one in the same profiler session, so
+    ``jfn`` runs twice per profiled call (an optimizer steps twice)."""
     from .run.line_profile import profile_lines as _profile
 
     return _profile(jfn, *args, loss=loss, kwargs=kwargs, repeat=repeat)

@@ -167,8 +167,9 @@ SCHEMA: tuple[Option, ...] = (
                 "whose programs hold collectives, when runs > 0."),
     Option("profile", bool, False, stage="run", surfaces=frozenset({"inspect", "magic", "cell", "widget"}),
            label="time lines", word="lines timed",
-           help="one more call under torch.profiler times every trace line (host time; on CUDA also its kernels' "
-                "device time): the Trace tab's time column and the Timeline tab (trace_lab.profile_lines). With "
+           help="one more call under torch.profiler, after an untimed one that warms it up, times every trace "
+                "line (host time; on CUDA also its kernels' device time): the Trace tab's time column and the "
+                "Timeline tab (trace_lab.profile_lines). With "
                 "cuda_graphs the replayed graph has no lines: the Timeline shows the call and its kernels."),
     Option("profile_calls", int, 1, stage="run", surfaces=frozenset({"inspect", "magic", "cell"}), minimum=1,
            metavar="N", rule="give a whole number of calls, 1 or more",

@@ -88,7 +88,7 @@ def test_06_where_the_time_goes(executed):
     assert lines == 120 and near >= 0.75 * lines, f"tiny_chain: only {near} of 120 lines within 3x of the median"
     quotes(prose, "most of them cost about the same few microseconds", "at least three quarters of the lines within "
            "3x of it", "One line can take longer (the slowest line above", "the median of 5 calls",
-           "starts the profiler up before the call")
+           "runs the call once, untimed, before each timed call", "moves that block to another line")
     # per source line: all 120 lines of tiny_chain from one line of its code
     by_source = _stdout(_code(nb, "prof.by_source()"))
     assert re.findall(r"^tiny_chain: (\d+) trace lines from  (.*)$", by_source, re.M) == [

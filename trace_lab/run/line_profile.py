@@ -2,7 +2,8 @@
 
 ``trace_lab.profile_lines(jfn, *args)`` runs one more call of a jitted function (and
 its backward when an output requires grad; ``repeat=N``: N calls, each line's median) under
-``torch.profiler``, started up first on a throwaway range (:data:`WARMUP_LABEL`), with every
+``torch.profiler``, started up first by an untimed call of the same function in the same session
+(:data:`WARMUP_LABEL`), with every
 compiled program swapped for its instrumented twin (:meth:`GeneratedProgram.instrumented`:
 the same generated code with each line inside a ``record_function`` range named
 ``'<kind> #<program> L<index> <value> = <op>'``: the program index keeps the identical lines of two
@@ -48,10 +49,19 @@ class LineTime:
 
 
 CALL_LABEL = "trace_lab call"  # the profiled call's own range (the host lane of a replayed CUDA graph)
-# A throwaway range (and, on CUDA, one kernel) run under the profiler before the call: the profiler's own start-up
-# (its first range, CUPTI's first kernel record) otherwise lands on the call's first line, every call: on the
-# H100 that line read ~2,440 us host beside a 112 us kernel, on this CPU ~44 us beside ~9 us lines (2026-11-28).
+# What runs under the profiler before the timed call, in this range: the call itself once, untimed, with the
+# programs' plain runs, then one op and, on CUDA, one kernel per device, waited for. The profiler's start-up (its
+# first range, CUPTI's first kernel record) otherwise lands on the call's first line, every call: on the H100 that
+# line read ~2,440 us host beside a 112 us kernel (2026-11-28). And each op's first run after the profiler starts
+# is slow (its code and data are cold; running the same op warms it, another op or a meta tensor does not): with
+# only the op and kernel above, the first sin, mul and add of notebook 06's tiny_chain read 3-5x the median line
+# on this CPU and on the H200, in every call (2026-11-28, session 28).
 WARMUP_LABEL = "trace_lab profiler warm-up"
+# The profiler keeps its records in blocks, and starting a block costs a line ~5x the median line: the same line
+# of every call, since every call records the same events (tiny_chain's L11 on this CPU; it moved with the number
+# of ranges recorded before the call, 2026-11-28). With ``repeat=N`` call i records i x PAD_RANGES empty ranges
+# in its warm-up first, so that cost lands on other lines in other calls and the median leaves it out.
+PAD_RANGES = 37
 MAX_SPANS = 4000  # per lane kept for the Timeline view (a long program's call is cut, and says so)
 LOW_COVERAGE = 0.8  # lines' host time / the call's below this: the note says how much of the call they are
 
@@ -109,10 +119,15 @@ def line_cost(host_us: float, device_us: float) -> float:
     return max(host_us, device_us)
 
 
-def _warm_up(cuda_devices) -> None:
-    """Pay the profiler's start-up before the call (see :data:`WARMUP_LABEL`): one range holding one op (the first
-    op the profiler records costs the most), and on each CUDA device one kernel, waited for."""
+def _warm_up(cuda_devices, call, pad: int = 0) -> None:
+    """Pay the profiler's start-up before the timed call (see :data:`WARMUP_LABEL`): ``call()`` once (the same
+    ops on the same devices), then one op, and on each CUDA device one kernel, waited for; then ``pad`` empty
+    ranges (:data:`PAD_RANGES`)."""
     with torch.profiler.record_function(WARMUP_LABEL):
+        call()
+        for _ in range(pad):
+            with torch.profiler.record_function(WARMUP_LABEL):
+                pass
         torch.zeros(1).add_(1)
         for device in cuda_devices:
             torch.zeros(1, device=device).add_(1)
@@ -167,7 +182,9 @@ def _call(jfn, args, kwargs, loss):
 
 def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None, repeat: int = 1) -> LineProfile:
     """Host (and device) time of every line of the programs one call of ``jfn(*args)`` runs; a first call
-    compiles them when none has yet (that call is not profiled). ``repeat=N`` profiles N calls, each under
+    compiles them when none has yet (that call is not profiled). Each profiled call follows an untimed call in
+    the same profiler session (:data:`WARMUP_LABEL`), so ``jfn`` runs twice per profiled call: its side effects
+    (an optimizer's step, accumulated gradients) happen twice. ``repeat=N`` profiles N calls, each under
     its own profiler, and gives every line the median of its N host and N device times, so one call that
     another process or a stray allocation slowed does not decide a line's figure; the spans (Timeline) and
     ``export_chrome_trace`` are those of the call whose lines' total is the median."""
@@ -178,11 +195,7 @@ def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None, repeat: int
         _call(jfn, args, kwargs, loss)
     if repeat == 1:
         return _profile_one_call(jfn, args, kwargs, loss)
-    return _median_of([_profile_one_call(jfn, args, kwargs, loss) for _ in range(repeat)])
-
-
-def _line_time(ln: LineTime) -> float:
-    return max(ln.host_us, ln.device_us)
+    return _median_of([_profile_one_call(jfn, args, kwargs, loss, pad=i * PAD_RANGES) for i in range(repeat)])
 
 
 def _median_of(calls: list[LineProfile]) -> LineProfile:
@@ -191,7 +204,7 @@ def _median_of(calls: list[LineProfile]) -> LineProfile:
     call whose lines' total is the median."""
     from statistics import median
 
-    totals = sorted(range(len(calls)), key=lambda i: sum(map(_line_time, calls[i].lines)))
+    totals = sorted(range(len(calls)), key=lambda i: sum(line_cost(ln.host_us, ln.device_us) for ln in calls[i].lines))
     result = calls[totals[len(totals) // 2]]
     times: dict[str, list[LineTime]] = {}  # by label: it names the program, the kind and the line
     for call in calls:
@@ -206,31 +219,32 @@ def _median_of(calls: list[LineProfile]) -> LineProfile:
     return result
 
 
-def _profile_one_call(jfn, args, kwargs, loss) -> LineProfile:
+def _profile_one_call(jfn, args, kwargs, loss, pad: int = 0) -> LineProfile:
     """One call under ``torch.profiler`` with the instrumented programs swapped in (see the module doc)."""
     parts = [part for _, _, part in program_parts(jfn)]
     if not parts:
         raise TraceLabError("profile_lines: the function ran no tensor program to profile")
-    swapped = []
+    twins = []  # (compiled program, its fast run, its instrumented twin)
     graphs = any(getattr(getattr(part, "compiled", None), "graphs", None) is not None for part in parts)
     for _, program, part in program_parts(jfn):
         compiled = getattr(part, "compiled", None)
         generated = getattr(compiled, "generated", None)
         if generated is not None and not graphs:
-            swapped.append((compiled, compiled.run))
-            compiled.run = generated.instrumented(program.index)
+            twins.append((compiled, compiled.run, generated.instrumented(program.index)))
     cuda_devices = {part.traces[-1].device for part in parts if part.traces[-1].device.type == "cuda"}
     cuda = bool(cuda_devices)
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     try:
         with torch.profiler.profile(activities=activities) as prof:
-            _warm_up(cuda_devices)
+            _warm_up(cuda_devices, lambda: _call(jfn, args, kwargs, loss), pad)  # the fast runs: no line ranges
+            for compiled, _, twin in twins:
+                compiled.run = twin
             with torch.profiler.record_function(CALL_LABEL):
                 _call(jfn, args, kwargs, loss)
                 if cuda:
                     torch.cuda.synchronize()
     finally:
-        for compiled, run in swapped:
+        for compiled, run, _ in twins:
             compiled.run = run
     events = {}
     for e in prof.key_averages():
