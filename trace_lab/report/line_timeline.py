@@ -94,6 +94,7 @@ def timeline_html(report) -> str:
     return (f"<p>Every line of {what}, timed under torch.profiler ({esc(lanes)}). "
             "<code>trace_lab.profile_lines(jfn, x).export_chrome_trace(path)</code> writes the same call for "
             "Perfetto.</p>" + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0))
-            + f"<h5>slowest lines</h5>{longer}<div class='tl-scroll'><table><tr><th>part</th><th>line</th><th>host us</th>"
+            + f"<h5>slowest lines</h5>{longer}<div class='tl-scroll'><table><tr><th>part</th><th>line</th>"
+            "<th>host us</th>"
             f"{dev_head}<th>source</th></tr>{top}</table></div><h5>per source line</h5><div class='tl-scroll'><table>"
             f"<tr><th>source</th><th>host us</th>{dev_head}</tr>{src}</table></div>")

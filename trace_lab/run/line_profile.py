@@ -102,7 +102,8 @@ class LineProfile:
     def __str__(self) -> str:
         rows = sorted(self.lines, key=lambda ln: -line_cost(ln.host_us, ln.device_us))[:20]
         of = f"median of {self.calls} calls; " if self.calls > 1 else ""
-        out = [f"time per trace line ({of}{self.device}; host = launching it, device = its kernels), longest first (the longer of the two):"]
+        out = [f"time per trace line ({of}{self.device}; host = launching it, device = its kernels), "
+               "longest first (the longer of the two):"]
         if self.note:
             out.insert(0, f"note: {self.note}")
         elif self.coverage is not None:
@@ -204,7 +205,8 @@ def _median_of(calls: list[LineProfile]) -> LineProfile:
     call whose lines' total is the median."""
     from statistics import median
 
-    totals = sorted(range(len(calls)), key=lambda i: sum(line_cost(ln.host_us, ln.device_us) for ln in calls[i].lines))
+    totals = sorted(range(len(calls)),
+                    key=lambda i: sum(line_cost(ln.host_us, ln.device_us) for ln in calls[i].lines))
     result = calls[totals[len(totals) // 2]]
     times: dict[str, list[LineTime]] = {}  # by label: it names the program, the kind and the line
     for call in calls:
