@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -96,8 +97,6 @@ def _gpu_profile_data():
 
 
 def test_on_a_gpu_the_slowest_lines_are_ranked_by_the_longer_of_host_and_device():
-    from types import SimpleNamespace
-
     tab = timeline_html(SimpleNamespace(line_times=_gpu_profile_data()))
     slowest = tab.split("<h5>slowest lines</h5>")[1].split("<h5>per source line</h5>")[0]
     order = re.findall(r"L(\d) t\d = aten", slowest)
@@ -117,3 +116,46 @@ def test_the_profile_text_ranks_lines_and_sources_the_same_way():
     text = str(prof)
     assert [int(m) for m in re.findall(r"L(\d) t\d = aten", text)] == [2, 0, 1]
     assert [src for src, _, _ in prof.by_source()] == ["c.py:1", "a.py:1", "b.py:1"]
+
+
+def test_on_a_gpu_the_regions_table_says_which_region_is_host_bound():
+    """Issue 27 item 1: which region is host-bound. Made-up figures around the 0.8 rule: fusion0 launches in 50 us
+    kernels of 10 us (host-bound), fusion1 5 us against 400 us (device-bound), fusion2 30 us against 35 us (30 >=
+    0.8 x 35: host-bound); an op line is not a region."""
+    from trace_lab.runtime.measure import HOST_BOUND_RATIO
+
+    assert HOST_BOUND_RATIO == 0.8  # the figures above sit on either side of it
+    data = _gpu_profile_data()
+    data["lines"] = [dict(ln, region=False) for ln in data["lines"]] + [
+        {"program": 0, "kind": "backward", "index": 10 + i, "label": f"backward #0 L{10 + i} fusion{i} = fusion{i}",
+         "host_us": h, "device_us": d, "source": "r.py:1", "region": True}
+        for i, (h, d) in enumerate([(50.0, 10.0), (5.0, 400.0), (30.0, 35.0)])]
+    tab = timeline_html(SimpleNamespace(line_times=data))
+    table = tab.split("<h5>fused regions</h5>")[1].split("<h5>per source line</h5>")[0]
+    rows = re.findall(r"<code>backward #0 L\d+ (fusion\d) = fusion\d</code></td><td class='tl-num'>[\d.,]+</td>"
+                      r"<td class='tl-num'>[\d.,]+</td><td>(\w+-bound)</td>", table)
+    assert rows == [("fusion1", "device-bound"), ("fusion0", "host-bound"), ("fusion2", "host-bound")]
+    assert "2 of 3 fused region calls host-bound" in table
+    assert "aten.x" not in table  # op lines stay out
+
+
+def test_a_profiled_run_marks_its_region_lines_and_lists_them(tmp_path):
+    from examples import workloads
+
+    fn, args = workloads.get("llama2").make("cpu", "small")
+    report = trace_lab.inspect(fn, *args, fusion="dataflow", executor="eager", runs=0, profile=True)
+    assert report.comparison["ok"]
+    regions = {(kind, i) for kind in ("forward", "backward") for i, n in enumerate(report.traces(kind)[-1].ops)
+               if n.op == "call_module"}
+    assert regions  # dataflow fused something
+    marked = {(ln["kind"], ln["index"]) for ln in report.line_times["lines"] if ln["region"]}
+    assert marked == regions
+    tab = timeline_html(report)
+    assert f"<p>{len(regions)} fused region calls, longest first.</p>" in tab  # CPU: host times only, no verdict
+    assert "-bound</td>" not in tab
+    again = Report.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert timeline_html(again) == tab
+    old = dict(report.line_times,
+               lines=[{k: v for k, v in ln.items() if k != "region"} for ln in report.line_times["lines"]])
+    assert "fused regions" not in timeline_html(SimpleNamespace(line_times=old))  # a report saved before: no table
+

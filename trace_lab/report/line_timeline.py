@@ -6,11 +6,12 @@ host time (launching it: Python, dispatch) and, on CUDA, the device time of its 
 call's spans: the host lane (each line's range) and the device lane (each kernel). A host-bound
 call shows it at a glance: the device lane has gaps between short kernels while the host lane is
 full. :func:`line_times_of` gives the Trace tab's time column; :func:`timeline_html` the Timeline
-tab (an SVG drawn here, no script: it shows in exports; every name escaped) with the slowest lines
-and the sums per source line.
+tab (an SVG drawn here, no script: it shows in exports; every name escaped) with the slowest lines,
+the fused regions' calls (on a GPU each marked host-bound or device-bound) and the sums per source line.
 """
 from __future__ import annotations
 
+from ..runtime.measure import HOST_BOUND_RATIO
 from .packing import esc
 
 __all__ = ["line_times_of", "timeline_html", "time_note"]
@@ -61,6 +62,35 @@ def _lane_svg(spans: list, cut: int) -> str:
     return "".join(out) + f'<div class="tl-placeholder">one call: {esc(said)}{esc(more)}</div>'
 
 
+def _regions_html(lines: list, device: bool, shown: int = 15) -> str:
+    """The fused regions' calls, longest first: on a GPU each with whether launching it (host) or its kernels
+    (device) took longer, so a user sees which region is host-bound (issue 27 item 1). Empty without regions."""
+    regions = sorted((ln for ln in lines if ln.get("region")), key=lambda ln: -max(ln["host_us"], ln["device_us"]))
+    if not regions:
+        return ""
+
+    def bound(ln) -> str:
+        host_bound = ln["device_us"] <= 0 or ln["host_us"] >= HOST_BOUND_RATIO * ln["device_us"]
+        return "host-bound" if host_bound else "device-bound"
+
+    rows = "".join(f"<tr><td>{esc(ln['kind'])} #{ln['program']}</td><td class='tl-wrap'><code>{esc(ln['label'])}</code>"
+                   f"</td><td class='tl-num'>{ln['host_us']:,.1f}</td>"
+                   + (f"<td class='tl-num'>{ln['device_us']:,.1f}</td><td>{bound(ln)}</td>" if device else "")
+                   + "</tr>" for ln in regions[:shown])
+    if device:
+        n_host = sum(bound(ln) == "host-bound" for ln in regions)
+        lead = (f"<p>{n_host} of {len(regions)} fused region call{'s' if len(regions) != 1 else ''} host-bound: "
+                f"launching them (host, with the profiler's ranges) took at least {HOST_BOUND_RATIO:.0%} of their "
+                "kernels' time, so the device waited; fewer, larger regions or CUDA graphs help those.</p>")
+        head = "<th>host us</th><th>device us</th><th>bound</th>"
+    else:
+        lead = f"<p>{len(regions)} fused region call{'s' if len(regions) != 1 else ''}, longest first.</p>"
+        head = "<th>host us</th>"
+    more = f"<p>{len(regions) - shown:,} more not listed.</p>" if len(regions) > shown else ""
+    return (f"<h5>fused regions</h5>{lead}<div class='tl-scroll'><table><tr><th>part</th><th>region</th>{head}</tr>"
+            f"{rows}</table></div>{more}")
+
+
 def timeline_html(report) -> str:
     data = getattr(report, "line_times", None)
     if not data or not (data.get("lines") or data.get("spans")):
@@ -96,5 +126,6 @@ def timeline_html(report) -> str:
             "Perfetto.</p>" + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0))
             + f"<h5>slowest lines</h5>{longer}<div class='tl-scroll'><table><tr><th>part</th><th>line</th>"
             "<th>host us</th>"
-            f"{dev_head}<th>source</th></tr>{top}</table></div><h5>per source line</h5><div class='tl-scroll'><table>"
+            f"{dev_head}<th>source</th></tr>{top}</table></div>{_regions_html(data['lines'], device)}"
+            f"<h5>per source line</h5><div class='tl-scroll'><table>"
             f"<tr><th>source</th><th>host us</th>{dev_head}</tr>{src}</table></div>")

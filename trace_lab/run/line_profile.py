@@ -46,6 +46,7 @@ class LineTime:
     source: str | None
     host_us: float
     device_us: float
+    region: bool = False  # a fused region's call (one line of the final trace), not a single op
 
 
 CALL_LABEL = "trace_lab call"  # the profiled call's own range (the host lane of a replayed CUDA graph)
@@ -273,7 +274,7 @@ def _profile_one_call(jfn, args, kwargs, loss, pad: int = 0) -> LineProfile:
             if label in events:
                 host, device = events[label]
                 result.lines.append(LineTime(program.index, trace.kind, index, label, _source(trace, node),
-                                             float(host), float(device)))
+                                             float(host), float(device), region=node.op == "call_module"))
     result.call_us = float(events.get(CALL_LABEL, (0.0, 0.0))[0])
     _set_coverage(result)
     return result
