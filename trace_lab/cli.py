@@ -146,7 +146,9 @@ _INDEX_CSS = ("body{font:14px/1.45 -apple-system,'Segoe UI',Helvetica,Arial,sans
               ".tl-scroll{overflow-x:auto;max-width:100%}.tl-scroll table{margin:0}"
               ".tl-scroll tr>:first-child{position:sticky;left:0;z-index:1;background:#fff;box-shadow:1px 0 0 #d0d7de}"
               ".tl-scroll tr>th:first-child{background:#f6f8fa}"
-              ".tl-scroll td{overflow-wrap:anywhere}.tl-scroll td.wrap{min-width:14em;max-width:32em}")
+              ".tl-scroll td{overflow-wrap:anywhere}.tl-scroll td.wrap{min-width:14em;max-width:32em}"
+              # a workload's name and its check stay whole (they were squeezed to "memo ry_pe ak", 2026-11-28)
+              ".tl-scroll td.name{white-space:nowrap}")
 _SUMMARY_COLUMNS = ("compile", "first run", "steady state", "vs eager")  # and every "peak ..." row
 
 
@@ -165,12 +167,13 @@ def write_index(out: Path, rows: list[dict], nb_rows: list[dict], meta: dict | N
         link = f'<a href="{e(name)}.html">{e(name)}</a>'
         opts = ", ".join(f"{k}={v}" for k, v in r.get("options", {}).items())
         if "error" in r:
-            trs.append(f"<tr><td>{link}</td><td>{e(opts)}</td><td class='bad' colspan='{len(head) - 2}'>"
+            trs.append(f"<tr><td class='name'>{link}</td><td>{e(opts)}</td><td class='bad' colspan='{len(head) - 2}'>"
                        f"{e(r['error'])}</td></tr>")
             continue
         s = r["summary"]
         check = "<span class='ok'>matches eager</span>" if r.get("ok") else "<span class='bad'>differs from eager</span>"
-        cells = [link, f"<td class='wrap'>{e(opts)}</td>", check] + [f"<td class='num'>{e(str(s.get(k, '')))}</td>" for k in peak_keys + summary_keys]
+        cells = [f"<td class='name'>{link}</td>", f"<td class='wrap'>{e(opts)}</td>", f"<td class='name'>{check}</td>"] \
+            + [f"<td class='num'>{e(str(s.get(k, '')))}</td>" for k in peak_keys + summary_keys]
         files = " · ".join(f'<a href="{e(name)}.{ext}">{ext}</a>' for ext in ("html", "json", "txt"))
         trs.append("<tr>" + "".join(c if c.startswith("<td") else f"<td>{c}</td>" for c in cells)
                    + f"<td>{files}</td></tr>")

@@ -204,3 +204,6 @@ def test_static_tables_scroll_inside_their_box_and_the_index_fits_the_window(tmp
     assert re.search(r"\.tl-scroll\{[^}]*overflow-x:auto", idx_css) and re.search(
         r"\.tl-scroll\{[^}]*max-width:100%", idx_css)
     assert re.search(r"\.tl-scroll tr>:first-child\{[^}]*position:sticky", idx_css)
+    # the workload's name and its check are whole words, not squeezed letter by letter beside wide peak columns
+    assert re.search(r"\.tl-scroll td\.name\{[^}]*white-space:nowrap", idx_css)
+    assert f"<td class='name'><a href=\"{'w' * 60}.html\">" in page and "<td class='name'><span class='ok'>" in page
