@@ -190,3 +190,36 @@ def test_static_graph_renders_fits_and_zooms(pages, which):
     assert errors == [], errors
     if which != "nbconvert":  # the lab's own pages fetch nothing
         assert all(u.startswith(("file:", "data:", "blob:")) for u in requests), requests
+
+
+ALIGN_JS = """root => Array.from(root.querySelectorAll('td, th')).filter(c => c.offsetParent !== null)
+  .map(c => [c.classList.contains('tl-num'), getComputedStyle(c).textAlign])"""
+
+
+@pytest.mark.parametrize("which", ["save_html", "cli report", "nbconvert"])
+def test_the_reports_text_reads_left_aligned_and_only_numbers_right(pages, which):
+    """The nbconvert export (and a saved notebook opened without its kernel) styles every table cell with
+    JupyterLab's ``:not(.jp-RenderedMarkdown).jp-RenderedHTMLCommon td {text-align: right}``, which outranked
+    the report's ``.tl-report td``: the Summary's words stood right-aligned (seen in the headless lab's
+    notebook 06, 2026-11-28). Every visible cell of the report reads left, its number columns right."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.route(re.compile(r"^https?://"), lambda route: route.fulfill(status=200, body="",
+                                                                              content_type="text/javascript"))
+            page.goto(pages[which].as_uri())
+            report = page.locator(".tl-report").first
+            report.wait_for(timeout=60_000)
+            cells = report.evaluate(ALIGN_JS)  # the Summary tab, shown first
+            report.locator("label:has-text('Compare')").first.click()
+            page.wait_for_timeout(200)
+            cells += report.evaluate(ALIGN_JS)
+        finally:
+            browser.close()
+    assert len(cells) >= 10 and any(num for num, _ in cells)
+    wrong = [(num, align) for num, align in cells if align != ("right" if num else "left")]
+    assert wrong == [], f"{len(wrong)} of {len(cells)} cells misaligned, e.g. {wrong[:5]}"
