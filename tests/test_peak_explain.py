@@ -106,6 +106,9 @@ def test_a_function_without_repeated_blocks_gets_no_checkpoint_remedy():
     assert "checkpoint blocks" not in {r.name for r in e.considered}
     assert {r.name for r in e.considered if not r.name.startswith("recompute ")} == {
         "fusion=none", "fusion=horizontal", "fusion=memory"}
+    from trace_lab.report.html import css
+
+    assert e._repr_html_().startswith(f"<div class='tl-report'><style>{css()}</style>")  # styled on its own
 
 
 def _swiglu_then_more(x, w1, w3, w2):

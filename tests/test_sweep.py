@@ -68,6 +68,9 @@ def test_a_failing_configuration_is_a_row_and_the_others_run():
     assert good.error is None and good.ok and good.front
     page = s._repr_html_()
     assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page and "<svg" in page
+    from trace_lab.report.html import css
+
+    assert f"<style>{css()}</style>" in page  # styled where no report was shown before it (an export)
 
 
 @pytest.mark.parametrize("configs,message", [([], "at least one configuration"),

@@ -87,6 +87,8 @@ class Sweep:
         return sweep_svg(self.rows)
 
     def _repr_html_(self) -> str:
+        """The plot and the table, with the report's CSS (an export where no report was shown before styles it)."""
+        from ..report.html import css
         from ..report.packing import esc
 
         rows = self._table()
@@ -94,7 +96,8 @@ class Sweep:
         body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
         plot = self.svg() if any(r.step_ms is not None and r.measured_peak is not None for r in self.rows) else ""
         notes = "".join(f"<li>{esc(n)}</li>" for n in self.notes)
-        return (f"<div class='tl-report'><b>sweep on {esc(self.device)}</b>: step time against peak above inputs "
+        return (f"<div class='tl-report'><style>{css()}</style><b>sweep on {esc(self.device)}</b>: step time against "
+                "peak above inputs "
                 f"(* = no other row beats it on both){plot}<div class='tl-scroll'><table><tr>{head}</tr>{body}"
                 f"</table></div><ul>{notes}</ul></div>")
 
