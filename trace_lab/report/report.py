@@ -58,6 +58,20 @@ def part_summary(part, materialized: bool) -> dict:
     }
 
 
+def _again(regs: list[dict]) -> str:
+    """Why there are more misses than signatures, when there are: a signature compiled again. Inductor compiles a
+    region that writes over its dying inputs (``donated``) apart from one of the same signature that does not."""
+    groups: dict[str, list[dict]] = {}
+    for r in regs:
+        if not r.get("cache_hit"):
+            groups.setdefault(r.get("signature"), []).append(r)
+    again = sum(len(g) - 1 for g in groups.values())
+    if not again:
+        return ""
+    by_donation = all(len({tuple(r.get("donated") or ()) for r in g}) == len(g) for g in groups.values())
+    return f" ({again} of them a signature compiled again{' for other donated inputs' if by_donation else ''})"
+
+
 def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]]:
     """One row per program part whose executor compiled fused regions: the fusion cache's work."""
     rows = []
@@ -71,8 +85,8 @@ def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]
             more = f", ... {len(regs) - listed} more" if len(regs) > listed else ""
             rows.append((f"regions {kind} #{p['index']}",
                          f"{plural(len(regs), 'region')}, {plural(len({r.get('signature') for r in regs}), 'unique signature')}, "
-                         f"{plural(hits, 'cache hit')}, {plural(len(regs) - hits, 'miss', 'misses')}, {seconds:.2f} s "
-                         f"compiling ({per}{more})"))
+                         f"{plural(hits, 'cache hit')}, {plural(len(regs) - hits, 'miss', 'misses')}{_again(regs)}, "
+                         f"{seconds:.2f} s compiling ({per}{more})"))
     return rows
 
 
