@@ -168,3 +168,19 @@ def test_on_cuda_the_breakdown_and_the_memory_remedy_hold():
         assert r.ok, name
         assert abs(r.measured_saving - r.predicted_saving) <= 2 * (0.01 * b.peak_above_inputs + 4096), r.to_dict()
     assert e.remedy("checkpoint blocks").measured_saving > 0
+
+
+def test_the_static_remedies_table_ranks_them_as_the_panel_does():
+    """The notebook's panel ranks the remedies by predicted saving; the static HTML (an export, a saved notebook)
+    listed them in pricing order, so the two disagreed. Hand-made remedies, listed out of order."""
+    import re
+    from types import SimpleNamespace
+
+    from trace_lab.lab.peak import Remedy
+    from trace_lab.report.depth_html import remedies_html
+
+    made = [Remedy("fusion=none", {}, "a", 128), Remedy("recompute t1", {}, "b", -16),
+            Remedy("checkpoint blocks", {}, "c", 4096), Remedy("fusion=layers", {}, "d", 0)]
+    html = remedies_html(SimpleNamespace(considered=made, notes=[]))
+    names = re.findall(r"<tr><td class='tl-wrap'>([^<]+)</td>", html)
+    assert names == ["checkpoint blocks", "fusion=none", "fusion=layers", "recompute t1"]

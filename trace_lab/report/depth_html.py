@@ -84,8 +84,9 @@ def remedy_cells(r) -> tuple:
 
 
 def remedies_html(explanation) -> str:
-    """The remedies a PeakExplanation priced, each with its predicted saving and, once tried, the measured one."""
-    rows = explanation.considered
+    """The remedies a PeakExplanation priced, largest predicted saving first (as the notebook's panel ranks them),
+    each with its predicted saving and, once tried, the measured one."""
+    rows = sorted(explanation.considered, key=lambda r: -r.predicted_saving)
     if not rows:
         body = '<div class="tl-placeholder">no remedy was priced for this part</div>'
     else:
