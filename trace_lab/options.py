@@ -175,7 +175,7 @@ SCHEMA: tuple[Option, ...] = (
            metavar="N", rule="give a whole number of calls, 1 or more",
            help="with profile: profile N calls and give each line its median over them (trace_lab.profile_lines' "
                 "repeat=N), so one slow call does not set a line's figure; the Timeline draws the call whose total "
-                "is the median. Each call runs under its own profiler, after its start-up."),
+                "is the median. Each call runs under its own profiler, after an untimed one."),
     Option("measure_step", bool, False, stage="run", surfaces=frozenset({"inspect"}),
            help="one more call measures the peak of the whole call (forward and backward together): the figure "
                 "a --baseline peer has, so the two are read side by side."),
