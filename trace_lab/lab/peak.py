@@ -127,11 +127,10 @@ class PeakExplanation:
     def _repr_html_(self) -> str:
         """The breakdown (the report's Peak view) and the remedies table: static HTML, every name escaped, with the
         report's CSS (an export where no report was shown before styles it too)."""
+        from ..report.assets_html import styled
         from ..report.depth_html import peak_html, remedies_html
-        from ..report.html import css
 
-        breakdown = peak_html({"peak": {"data": self.breakdown.to_dict()}})
-        return f"<div class='tl-report'><style>{css()}</style>{breakdown}{remedies_html(self)}</div>"
+        return styled(peak_html({"peak": {"data": self.breakdown.to_dict()}}) + remedies_html(self))
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """In a notebook: the interactive panel a front end registered (:data:`PANEL`: the notebook's Peak panel,

@@ -88,7 +88,7 @@ class Sweep:
 
     def _repr_html_(self) -> str:
         """The plot and the table, with the report's CSS (an export where no report was shown before styles it)."""
-        from ..report.html import css
+        from ..report.assets_html import styled
         from ..report.packing import esc
 
         rows = self._table()
@@ -96,10 +96,9 @@ class Sweep:
         body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
         plot = self.svg() if any(r.step_ms is not None and r.measured_peak is not None for r in self.rows) else ""
         notes = "".join(f"<li>{esc(n)}</li>" for n in self.notes)
-        return (f"<div class='tl-report'><style>{css()}</style><b>sweep on {esc(self.device)}</b>: step time against "
-                "peak above inputs "
-                f"(* = no other row beats it on both){plot}<div class='tl-scroll'><table><tr>{head}</tr>{body}"
-                f"</table></div><ul>{notes}</ul></div>")
+        return styled(f"<b>sweep on {esc(self.device)}</b>: step time against peak above inputs (* = no other row "
+                      f"beats it on both){plot}<div class='tl-scroll'><table><tr>{head}</tr>{body}</table></div>"
+                      f"<ul>{notes}</ul>")
 
 
 def label_of(config: dict) -> str:

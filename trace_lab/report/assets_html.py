@@ -14,7 +14,7 @@ from importlib import resources
 
 from .packing import INFLATE_JS
 
-__all__ = ["static_text", "TAB_TITLES", "css", "highlight_lines", "TRACE_JS", "PLOTS_JS"]
+__all__ = ["static_text", "TAB_TITLES", "css", "styled", "highlight_lines", "TRACE_JS", "PLOTS_JS"]
 
 TAB_TITLES = ["Summary", "Trace", "Graph", "Memory", "Compare", "Peak", "Saved", "Diff", "Regions", "Timeline"]
 
@@ -75,6 +75,12 @@ def _pygments():
 def css() -> str:
     """The report's whole stylesheet: ``report.css``, the tabs' rules, the highlighting's rules."""
     return static_text("report.css") + _tab_css(len(TAB_TITLES)) + _pygments()[2]
+
+
+def styled(body: str) -> str:
+    """``body`` inside a report div carrying the stylesheet: a static view shown on its own (an export where no
+    report came before it) is styled, and JupyterLab's rendered-HTML rules do not override it."""
+    return f"<div class='tl-report'><style>{css()}</style>{body}</div>"
 
 
 def highlight_lines(text: str) -> list[str]:

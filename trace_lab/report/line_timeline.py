@@ -11,7 +11,8 @@ the fused regions' calls (on a GPU each marked host-bound or device-bound) and t
 """
 from __future__ import annotations
 
-from ..runtime.measure import HOST_BOUND_RATIO
+from ..run.line_profile import line_cost
+from ..runtime.measure import HOST_BOUND_RATIO, bound_of
 from .packing import esc
 
 __all__ = ["line_times_of", "timeline_html", "time_note"]
@@ -62,16 +63,21 @@ def _lane_svg(spans: list, cut: int) -> str:
     return "".join(out) + f'<div class="tl-placeholder">one call: {esc(said)}{esc(more)}</div>'
 
 
+def _longest_first(ln: dict) -> float:
+    """Sort key: a line costs the longer of launching it and running its kernels (run/line_profile.line_cost);
+    ranked by the device column alone, a host-bound call's lines (equal kernels) came out in no useful order."""
+    return -line_cost(ln["host_us"], ln["device_us"])
+
+
 def _regions_html(lines: list, device: bool, shown: int = 15) -> str:
     """The fused regions' calls, longest first: on a GPU each with whether launching it (host) or its kernels
     (device) took longer, so a user sees which region is host-bound (issue 27 item 1). Empty without regions."""
-    regions = sorted((ln for ln in lines if ln.get("region")), key=lambda ln: -max(ln["host_us"], ln["device_us"]))
+    regions = sorted((ln for ln in lines if ln.get("region")), key=_longest_first)
     if not regions:
         return ""
 
     def bound(ln) -> str:
-        host_bound = ln["device_us"] <= 0 or ln["host_us"] >= HOST_BOUND_RATIO * ln["device_us"]
-        return "host-bound" if host_bound else "device-bound"
+        return bound_of(ln["host_us"], ln["device_us"])
 
     rows = "".join(f"<tr><td>{esc(ln['kind'])} #{ln['program']}</td><td class='tl-wrap'><code>{esc(ln['label'])}</code>"
                    f"</td><td class='tl-num'>{ln['host_us']:,.1f}</td>"
@@ -99,9 +105,7 @@ def timeline_html(report) -> str:
     if not data.get("lines"):  # a replayed CUDA graph: the call and its kernels only
         return (f'<p>{esc(data.get("note") or "no line was timed")}.</p>'
                 + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0)))
-    # a line costs the longer of launching it and running its kernels (run/line_profile.line_cost): ranked by the
-    # device column alone, a host-bound call's lines (equal kernels) came out in no useful order
-    lines = sorted(data["lines"], key=lambda ln: -max(ln["host_us"], ln["device_us"]))
+    lines = sorted(data["lines"], key=_longest_first)
     top = "".join(f"<tr><td>{esc(ln['kind'])} #{ln['program']}</td><td class='tl-wrap'><code>{esc(ln['label'])}</code></td>"
                   f"<td class='tl-num'>{ln['host_us']:,.1f}</td>"
                   + (f"<td class='tl-num'>{ln['device_us']:,.1f}</td>" if device else "")
@@ -111,7 +115,7 @@ def timeline_html(report) -> str:
         acc = sums.setdefault(ln["source"] or "(no source line)", [0.0, 0.0])
         acc[0] += ln["host_us"]
         acc[1] += ln["device_us"]
-    by_source = sorted(sums.items(), key=lambda kv: -max(kv[1]))[:10]
+    by_source = sorted(sums.items(), key=lambda kv: -line_cost(*kv[1]))[:10]
     src = "".join(f"<tr><td class='tl-wrap'><code>{esc(k)}</code></td><td class='tl-num'>{h:,.1f}</td>"
                   + (f"<td class='tl-num'>{d:,.1f}</td>" if device else "") + "</tr>" for k, (h, d) in by_source)
     dev_head = "<th>device us</th>" if device else ""

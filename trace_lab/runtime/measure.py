@@ -383,6 +383,12 @@ def _measure_peak(run, args, device: torch.device):
 HOST_BOUND_RATIO = 0.8
 
 
+def bound_of(host: float, device: float) -> str:
+    """'host-bound' when ``host`` is at least HOST_BOUND_RATIO of ``device`` (or there is no device time),
+    'device-bound' otherwise: a call's medians, or one profiled line's times."""
+    return "host-bound" if device <= 0 or host >= HOST_BOUND_RATIO * device else "device-bound"
+
+
 class CallTimes:
     """Per-call seconds of timed calls: ``host`` (the Python call until it returns, launching included)
     and ``device`` (CUDA events around the call, elapsed on the device; None on CPU). ``seconds`` is the
@@ -404,8 +410,7 @@ class CallTimes:
         'device-bound' otherwise; None without device times (CPU: the host's time is the time)."""
         if not self.device or not self.host:
             return None
-        h, d = statistics.median(self.host), statistics.median(self.device)
-        return "host-bound" if d <= 0 or h >= HOST_BOUND_RATIO * d else "device-bound"
+        return bound_of(statistics.median(self.host), statistics.median(self.device))
 
     def to_dict(self) -> dict:
         """Plain data for the Report (``Report.timing``)."""
