@@ -28,6 +28,11 @@ ap.add_argument("executor", nargs="?", default="inductor")
 ap.add_argument("--workload", choices=["llama", "adam"], default="llama")
 ap.add_argument("--max-region-ops", type=int, default=None, help="trace_lab's max_region_ops (horizontal's cap)")
 ap.add_argument("--steps", type=int, default=5, help="profiled steps (default 5)")
+ap.add_argument("--rows", type=int, default=25, help="kernel rows printed per run (default 25)")
+ap.add_argument("--dump-kernels", metavar="SUBSTRING", default=None,
+                help="after both runs, copy each Triton kernel source file in Inductor's cache whose kernel name "
+                     "holds one of the comma-separated SUBSTRINGs into --dump-dir (to compare the two programs' versions of a kernel)")
+ap.add_argument("--dump-dir", default="kernel_sources")
 args = ap.parse_args()
 if not torch.cuda.is_available():
     sys.exit("replay_profile.py profiles CUDA-graph replays: it needs a CUDA device")
@@ -79,7 +84,7 @@ def run(name, make_compiled):
     rows = kernel_table(prof, args.steps)
     print(f"device time per step {sum(r[1] for r in rows):.3f} ms in {sum(r[2] for r in rows):.0f} "
           "launches (kernels and copies)")
-    for kname, ms, launches in rows[:25]:
+    for kname, ms, launches in rows[:args.rows]:
         print(f"  {ms:8.3f} ms  {launches:5.0f}x  {kname[:110]}")
     return compiled
 
@@ -91,3 +96,29 @@ jfn = run(label, lambda f: trace_lab.jit(f, fusion=args.strategy, executor=args.
 for record in jfn.compilations():
     print(f"{record.label}: {record.graphs.summary() if record.graphs is not None else record.all_notes()}")
 run(f"torch.compile(mode='reduce-overhead') {args.workload}", lambda f: torch.compile(f, mode="reduce-overhead"))
+
+
+if args.dump_kernels:
+    import re
+    import shutil
+
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    os.makedirs(args.dump_dir, exist_ok=True)
+    wanted = [w for w in args.dump_kernels.split(",") if w]
+    pattern = re.compile(r"^def (triton_\w*)\(", re.M)
+    copied = 0
+    for root, _, files in os.walk(cache_dir()):
+        for f in files:
+            if not f.endswith(".py"):
+                continue
+            path = os.path.join(root, f)
+            try:
+                text = open(path, encoding="utf-8", errors="replace").read()
+            except OSError:
+                continue
+            for kname in (k for k in pattern.findall(text) if any(w in k for w in wanted)):
+                shutil.copy(path, os.path.join(args.dump_dir, f"{kname}-{f}"))
+                copied += 1
+    print(f"\n{copied} kernel source files naming {args.dump_kernels!r} copied to {args.dump_dir} "
+          f"(from {cache_dir()})")
