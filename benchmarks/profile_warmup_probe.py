@@ -6,7 +6,9 @@ Three ways of warming the profiler up before each timed call, side by side in on
 
 * ``op``: session 27's warm-up (one op and, on CUDA, one kernel per device);
 * ``call``: today's, the call itself once, untimed, in the same profiler session, then the op and kernel;
-* ``call+pad``: today's with ``repeat=N``: call i also records i x PAD_RANGES empty ranges first.
+* ``call+pad``: today's with ``repeat=N``: call i also records i x PAD_RANGES empty ranges first;
+* ``+after``: ``call+pad``, then, after its synchronize, PAD_RANGES empty ranges and one host op (on a GPU the
+  first line after the synchronize read ~2x the median, session 29).
 
 Each profile is the median of ``--repeat`` calls per line. Printed per profile: the median line, the slowest line
 (its index and host time) and how many of the 120 lines lie within 3x of the median. No figure here is asserted on;
@@ -44,6 +46,19 @@ def _no_pad(real):
     return lambda cuda_devices, call, pad=0: real(cuda_devices, call, 0)
 
 
+def _after_sync(extra: int):
+    """Today's warm-up, then (after its synchronize) ``extra`` empty ranges and one host op: does the timed call's
+    first line still pay for following a synchronize (the CUDA case)?"""
+    def warm(cuda_devices, call, pad=0):
+        lp.__dict__["_real_warm_up"](cuda_devices, call, pad)
+        with torch.profiler.record_function(lp.WARMUP_LABEL):
+            for _ in range(extra):
+                with torch.profiler.record_function(lp.WARMUP_LABEL):
+                    pass
+            torch.zeros(1).add_(1)
+    return warm
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profiles", type=int, default=3)
@@ -54,7 +69,8 @@ def main() -> None:
     jfn = trace_lab.jit(tiny_chain, fusion="none")
     jfn(x)
     real = lp._warm_up
-    ways = {"op": _op_only, "call": _no_pad(real), "call+pad": real}
+    lp._real_warm_up = real
+    ways = {"op": _op_only, "call": _no_pad(real), "call+pad": real, "+after": _after_sync(lp.PAD_RANGES)}
     print(f"tiny_chain on {device}, fusion none, 120 lines; each profile the median of {args.repeat} calls")
     print(f"{'warm-up':<9} {'profile':>7} {'median us':>10} {'slowest line':>13} {'its us':>8} {'within 3x':>10}")
     try:
