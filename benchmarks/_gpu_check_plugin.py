@@ -107,7 +107,7 @@ def pytest_collection_finish(session):
     """How many items this run selected (without xdist; with it the controller collects nothing itself), and
     without xdist the forecast (``say_forecast``): a collect-only run (``gpu_check.py --forecast``) or one worker."""
     if session.items:
-        _write({"collected": len(session.items)})
+        _write({"collected": len(session.items), "ids": [item.nodeid for item in session.items]})
         if not os.environ.get("PYTEST_XDIST_WORKER"):
             # a forecast made on a machine that skips whole modules (gpu_check.py --forecast on a CPU) counts
             # their items as the last checks ran them
@@ -118,6 +118,7 @@ def pytest_collection_finish(session):
 
 
 _FORECAST_SAID = False
+_IDS_WRITTEN = False
 # 2026-11-28 on H100s: 531.5 s for a forecast of 462 s (b642451), 415.6 s for 378 s (c1cd96d); 525.4 s for
 # 390 s (2dcfa3a) was a misread (an older same-day check's seconds taken for the newest; gpu_check.checks_in_order)
 OVERRUN = 1.15
@@ -125,10 +126,14 @@ OVERRUN = 1.15
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids):
-    """How many items the run selected, as an xdist worker collected them (each worker collects them all): the
-    check can then tell a run its budget stopped before every item finished from one whose shutdown ran over;
-    and, the first time, the forecast (``say_forecast``)."""
-    _write({"collected": len(ids)})
+    """How many items the run selected, as an xdist worker collected them (each worker collects them all), and the
+    first time their ids: the check can then tell a run its budget stopped before every item finished from one
+    whose shutdown ran over, and name the items it did not reach; and, the first time, the forecast
+    (``say_forecast``)."""
+    global _IDS_WRITTEN
+    if not _IDS_WRITTEN:  # every worker collects every item: its ids once (what a stopped run did not reach)
+        _IDS_WRITTEN = True
+        _write({"collected": len(ids), "ids": list(ids)})
     say_forecast(list(ids), int(os.environ.get("TRACE_LAB_GPU_CHECK_WORKERS")
                                 or node.config.getoption("numprocesses") or 1))
 

@@ -21,7 +21,8 @@ a GPU machine's time is spent. It writes
 nvFuser versions, and every item with pass / fail / skip, the reason and its time; the executed notebooks go
 to ``benchmarks/results/gpu-check-notebooks/`` only with ``--keep-notebooks``. Exit status: 0 when every item
 passed (an nvFuser item may skip, with its reason, where nvFuser does not import), 1 on any failure or error,
-on a run stopped by the budget, or when no test ran; 2 without a CUDA device.
+on a run stopped by the budget, or when no test ran; 2 without a CUDA device. A run the budget stopped names the
+items it did not reach and prints the command that runs just those (``not_reached``, ``rerun_command``).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -262,6 +264,22 @@ def collected_count(log: Path) -> int | None:
     return max(counts) if counts else None
 
 
+def not_reached(log: Path, items: list[dict]) -> list[str]:
+    """The selected items no result line names (a run its budget stopped), in the order pytest collected them,
+    as node ids pytest accepts (without loadgroup's ``@group`` suffix)."""
+    if not log.exists():
+        return []
+    lines = [json.loads(ln) for ln in log.read_text(encoding="utf-8").splitlines()]
+    selected = next((r["ids"] for r in lines if "ids" in r), [])
+    done = {i["item"].split("@")[0] for i in items}
+    return [nodeid for nodeid in dict.fromkeys(n.split("@")[0] for n in selected) if nodeid not in done]
+
+
+def rerun_command(nodeids: list[str]) -> str:
+    """The command that runs just ``nodeids`` as a GPU check (its result files are a ``-subset``)."""
+    return "python3 dev.py gpu-check --system -- " + " ".join(shlex.quote(n) for n in nodeids)
+
+
 def run_pytest(budget: float, workers: int, keep: Path | None, extra: list[str]) -> tuple[list[dict], dict]:
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     log = work / "results.jsonl"
@@ -284,10 +302,12 @@ def run_pytest(budget: float, workers: int, keep: Path | None, extra: list[str])
     tail = "\n".join(lines[-40:])
     workloads = [json.loads(ln) for ln in (work / "workloads.jsonl").read_text().splitlines()] \
         if (work / "workloads.jsonl").exists() else []
-    return collect(log), {"returncode": proc.returncode, "timed_out": timed_out, "budget_s": budget,
-                          "collected": collected_count(log), "forecast": forecast_of(log),
-                          "wall_s": round(time.monotonic() - start, 1), "workers": workers, "pytest_tail": tail,
-                          "workload_figures": workloads}
+    items = collect(log)
+    return items, {"returncode": proc.returncode, "timed_out": timed_out, "budget_s": budget,
+                   "collected": collected_count(log), "forecast": forecast_of(log),
+                   "not_reached": not_reached(log, items) if timed_out else [],
+                   "wall_s": round(time.monotonic() - start, 1), "workers": workers, "pytest_tail": tail,
+                   "workload_figures": workloads}
 
 
 # a skip that says a package is absent (nvFuser, the notebook stack): the machine, not the test, decided it
@@ -350,6 +370,10 @@ def write(env: dict, items: list[dict], run: dict, ok: bool, why: list[str], out
                 if run.get("timed_out") and ok else "")
              + (f"; expected about {run['forecast']['expected_wall_s']:.0f} s from the last checks' seconds"
                 if run.get("forecast") else ""), ""]
+    if run.get("not_reached"):
+        lines += [f"== not reached (the budget stopped the run first): {len(run['not_reached'])}",
+                  *(f"  {n}" for n in run["not_reached"]),
+                  f"  to run just these: {rerun_command(run['not_reached'])}", ""]
     for group in ("tests", "workloads", "notebooks"):
         mine = [i for i in items if i["group"] == group]
         lines.append(f"== {group}: {sum(i['status'] == 'passed' for i in mine)}/{len(mine)} passed, "
@@ -403,6 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     ok, why = verdict(items, run)
     base = write(env, items, run, ok, why, args.out, subset=is_subset(args.pytest_args))
     print(f"[gpu-check] {'PASSED' if ok else 'FAILED: ' + '; '.join(why)} -> {base}.json / .txt", flush=True)
+    if run.get("not_reached"):
+        print(f"[gpu-check] {len(run['not_reached'])} item(s) not reached; to run just these: "
+              f"{rerun_command(run['not_reached'])}", flush=True)
     return 0 if ok else 1
 
 

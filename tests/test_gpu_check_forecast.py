@@ -133,3 +133,36 @@ def test_same_day_checks_are_ordered_by_when_they_ran_not_by_their_names(tmp_pat
     assert module.latest_full_check_items(tmp_path) == ["test_x.py::test_2", "test_x.py::test_both"]
     # a file from before measured_at whose commit git does not know sorts first in its day, then by name
     assert module._commit_time("fff0003") is None
+
+
+def test_a_run_the_budget_stops_names_the_items_it_did_not_reach_and_how_to_run_just_them(tmp_path):
+    """2026-11-28 (session 29): a full check stopped by its budget with 2 of 358 items not run said only "the
+    items not listed did not run"; finding which meant diffing a collection by hand. The plugin now keeps the
+    selected ids (once, not once per worker) and the result names the ones no result line reached, with the
+    command that runs just those."""
+    (tmp_path / "test_f.py").write_text("import pytest\n\ndef test_a():\n    pass\n\n"
+                                        "@pytest.mark.parametrize('n', ['x-1', 'y 2'])\ndef test_b(n):\n    pass\n")
+    (tmp_path / "durations.json").write_text("{}")
+    _run_on_two_workers(tmp_path, budget="400")
+    log = tmp_path / "log.jsonl"
+    id_lines = [r for r in map(json.loads, log.read_text().splitlines()) if "ids" in r]
+    assert len(id_lines) == 1 and sorted(id_lines[0]["ids"]) == [
+        "test_f.py::test_a", "test_f.py::test_b[x-1]", "test_f.py::test_b[y 2]"]
+    module = _gpu_check()
+    items = module.collect(log)
+    assert module.not_reached(log, items) == []  # every item finished
+    # as if the budget had stopped the run after test_a: loadgroup's "@group" suffix (on the ids and on the
+    # finished items' names) is not part of a node id
+    first = [dict(i, item=i["item"] + "@g0") for i in items if i["item"] == "test_f.py::test_a"]
+    (tmp_path / "grouped.jsonl").write_text(json.dumps({"collected": 3, "ids": [
+        "test_f.py::test_a@g0", "test_f.py::test_b[x-1]@g", "test_f.py::test_b[y 2]@g"]}) + "\n")
+    missing = module.not_reached(tmp_path / "grouped.jsonl", first)
+    assert missing == ["test_f.py::test_b[x-1]", "test_f.py::test_b[y 2]"]
+    command = module.rerun_command(missing)
+    assert command == "python3 dev.py gpu-check --system -- 'test_f.py::test_b[x-1]' 'test_f.py::test_b[y 2]'"
+    run = {"not_reached": missing, "wall_s": 1.0, "workers": 2, "budget_s": 1.0, "timed_out": True}
+    env = {"date": "2026-11-28", "gpu": "NVIDIA H200", "commit": "abc1234", "torch": "2.11", "cuda": "13.0",
+           "nvfuser": "0.2", "nvfuser_missing": None, "python": "3.12"}
+    base = module.write(env, first, run, False, ["stopped by the time budget"], tmp_path / "out")
+    text = base.with_suffix(".txt").read_text()
+    assert "== not reached (the budget stopped the run first): 2" in text and command in text, text
