@@ -57,7 +57,8 @@ def test_the_summary_splits_compile_time_by_stage_and_region():
         compiled = [r for r in regions if not r.cache_hit]
         assert sum(r[1] for r in timings["regions"]) == pytest.approx(sum(r.compile_seconds for r in regions))
         row = rows[f"compile {record.kind} #0"]
-        capture = f"capture {record.capture_seconds:.3f} s" if record.kind == "forward" else "capture in the forward's"
+        capture = (f"AOTAutograd {record.capture_seconds:.3f} s" if record.kind == "forward"
+                   else "AOTAutograd in the forward's")
         assert capture in row and "op scratch" in row, row
         assert f"{len(compiled)} region" in row and f"wall {record.compile_wall_seconds:.3f} s" in row, row
         if compiled:
@@ -112,5 +113,5 @@ def test_the_forward_row_carries_the_capture_time_and_the_backward_row_points_to
     assert forward.capture_seconds >= 0.3 and backward.capture_seconds == 0.0
     assert forward.capture_seconds < report.first_run_seconds  # a share of the first call, not more
     rows = dict(report.summary_rows())
-    assert f"capture {forward.capture_seconds:.3f} s" in rows["compile forward #0"]
-    assert "capture in the forward's" in rows["compile backward #0"]
+    assert f"AOTAutograd {forward.capture_seconds:.3f} s" in rows["compile forward #0"]
+    assert "AOTAutograd in the forward's" in rows["compile backward #0"]

@@ -91,8 +91,8 @@ def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]
 
 
 def _compile_rows(programs: list[dict]) -> list[tuple[str, str]]:
-    """Per program part, where its compile time went (issue 27 item 3): capture (AOTAutograd's tracing and partition,
-    on the forward's row: the backward's graph comes out of the same capture), the passes that took time,
+    """Per program part, where its compile time went (issue 27 item 3): AOTAutograd (its tracing and partition, on
+    the forward's row: the backward's graph comes out of the same capture), the passes that took time,
     measuring op scratch, the executor (regions compiled and cache hits, the slowest region), graph recording."""
     rows = []
     for p, kind, part in summary_parts(programs):
@@ -103,7 +103,9 @@ def _compile_rows(programs: list[dict]) -> list[tuple[str, str]]:
         regions = t.get("regions") or []
         compiled = [r for r in regions if not r[2]]
         slowest = max(compiled, key=lambda r: r[1], default=None)
-        pieces = [f"capture {t['capture']:.3f} s" if kind != "backward" else "capture in the forward's",
+        # "AOTAutograd", not "capture": the Summary's compile row calls the first call's remainder (Dynamo,
+        # AOTAutograd and the rest) capture; this figure is AOTAutograd's part of it alone
+        pieces = [f"AOTAutograd {t['capture']:.3f} s" if kind != "backward" else "AOTAutograd in the forward's",
                   f"passes {sum(s for _, s in t['passes']):.3f} s"
                   + (f" ({', '.join(f'{stage} {s:.3f}' for stage, s in passes)})" if passes else ""),
                   f"op scratch {t['op_scratch']:.3f} s",
