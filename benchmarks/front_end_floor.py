@@ -5,9 +5,10 @@ which trace_lab shares, and so how low a first-call ratio against torch.compile 
     python3 benchmarks/front_end_floor.py --workload adam --repeat 1            # default options
 
 trace_lab captures with torch.compile's own front end (Dynamo, then AOTAutograd with a decomposition table and the
-min-cut partitioner), then runs its passes and compiles its regions. So no trace_lab first call can be shorter than
-that front end alone: ``front / tc`` is the floor of the ratio ``lab / tc`` that issue 27's first-call targets set
-(0.6x for llama, 1/5 for Adam.step). Modes, each run in a fresh process with Inductor's and Triton's caches empty:
+min-cut partitioner), then runs its passes and compiles its regions. Its table is core ATen's, not Inductor's, so
+its capture costs about what ``front`` below costs, not exactly: ``front / tc`` is a practical floor of the ratio
+``lab / tc`` that issue 27's first-call targets set (0.6x for llama, 1/5 for Adam.step), not a strict one. Modes,
+each run in a fresh process with Inductor's and Triton's caches empty:
 
 * ``dynamo``: ``torch.compile(fn, backend="eager")``: Dynamo's tracing and the first run, no AOTAutograd;
 * ``front``: ``torch.compile(fn, backend="aot_eager_decomp_partition")``: Dynamo, AOTAutograd with Inductor's
