@@ -22,12 +22,12 @@ First call = forward + backward for llama, one ``step()`` for Adam. Every mode's
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _cold_run import run_cold  # noqa: E402
 
 MODES = ("dynamo", "front", "tc", "lab")
 
@@ -105,22 +105,12 @@ def main() -> None:
     times: dict[str, list[float]] = {m: [] for m in args.modes}
     for round_ in range(args.repeat):
         for mode in args.modes:  # interleaved: a slow spell of the host lands on every mode alike
-            cache = tempfile.mkdtemp(prefix="front-floor-cache-")
-            env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_CACHE_DIR=cache,
-                       TRITON_CACHE_DIR=os.path.join(cache, "triton"))
-            cmd = [sys.executable, __file__, "--_one", mode, "--workload", args.workload]
+            cmd = [__file__, "--_one", mode, "--workload", args.workload]
             cmd += [a for k, v in (("--fusion", args.fusion), ("--executor", args.executor)) if v for a in (k, v)]
-            try:
-                done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=args.timeout)
-                out, err = done.stdout, done.stderr
-            except subprocess.TimeoutExpired:
-                out, err = "", f"over {args.timeout:.0f} s"
-            shutil.rmtree(cache, ignore_errors=True)
-            line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
-            if not line:
-                print(f"  round {round_ + 1} {mode:<7} failed: {(err or out).strip().splitlines()[-1:]}", flush=True)
+            r, why = run_cold(cmd, timeout=args.timeout)
+            if r is None:
+                print(f"  round {round_ + 1} {mode:<7} failed: {why}", flush=True)
                 continue
-            r = json.loads(line[-1][7:])
             print(f"  round {round_ + 1} {mode:<7} {r['first_call_s']:8.2f} s  matches eager: {r['matches_eager']}",
                   flush=True)
             if r["matches_eager"]:

@@ -15,12 +15,12 @@ gradients match eager's (``run/compare.py``'s tolerance)."""
 import argparse
 import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _cold_run import run_cold  # noqa: E402
 
 MODES = ("today", "modules")
 
@@ -81,17 +81,10 @@ def main() -> None:
     times: dict[str, list[float]] = {m: [] for m in MODES}
     for round_ in range(args.repeat):
         for mode in MODES:
-            cache = tempfile.mkdtemp(prefix="module-regions-cache-")
-            env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_CACHE_DIR=cache,
-                       TRITON_CACHE_DIR=os.path.join(cache, "triton"))
-            done = subprocess.run([sys.executable, __file__, "--_one", mode, "--layers", str(args.layers)],
-                                  capture_output=True, text=True, env=env)
-            shutil.rmtree(cache, ignore_errors=True)
-            line = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-            if not line:
-                print(f"  round {round_ + 1} {mode:<8} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+            r, why = run_cold([__file__, "--_one", mode, "--layers", str(args.layers)])
+            if r is None:
+                print(f"  round {round_ + 1} {mode:<8} failed: {why}")
                 continue
-            r = json.loads(line[-1][7:])
             parts = "; ".join(f"{k}: {v['regions']} regions, {v['compiled']} compiled" for k, v in r["parts"].items())
             print(f"  round {round_ + 1} {mode:<8} {r['first_call_s']:7.2f} s  matches eager: {r['matches_eager']}  "
                   f"({parts})", flush=True)

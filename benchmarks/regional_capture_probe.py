@@ -21,11 +21,11 @@ lab's own passes, the part regional capture shortens."""
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _cold_run import run_cold  # noqa: E402
 
 MODES = ("tc-whole", "tc-regional", "lab-whole", "lab-regional", "lab-regional-one")
 
@@ -110,17 +110,11 @@ def main() -> None:
     print(f"{'layers':>6}  {'mode':<16} {'first call s':>12}  {'programs':>8}  {'regions':>7}  matches eager")
     for layers in args.layers:
         for mode in args.modes:
-            cache = tempfile.mkdtemp(prefix="regional-probe-cache-")  # cold: Inductor's and Triton's caches empty
-            env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_CACHE_DIR=cache,
-                       TRITON_CACHE_DIR=os.path.join(cache, "triton"))
-            done = subprocess.run([sys.executable, __file__, "--_one", mode, "--layers", str(layers), "--backend",
-                                   args.backend, "--executor", args.executor], capture_output=True, text=True, env=env)
-            shutil.rmtree(cache, ignore_errors=True)
-            line = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
-            if not line:
-                print(f"{layers:>6}  {mode:<16} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+            r, why = run_cold([__file__, "--_one", mode, "--layers", str(layers), "--backend", args.backend,
+                               "--executor", args.executor])  # cold: Inductor's and Triton's caches empty
+            if r is None:
+                print(f"{layers:>6}  {mode:<16} failed: {why}")
                 continue
-            r = json.loads(line[-1][7:])
             print(f"{layers:>6}  {mode:<16} {r['first_call_s']:>12.2f}  {r['programs'] or '':>8}  "
                   f"{r.get('regions') or '':>7}  {r['matches_eager']}", flush=True)
 
