@@ -46,11 +46,11 @@ def _no_pad(real):
     return lambda cuda_devices, call, pad=0: real(cuda_devices, call, 0)
 
 
-def _after_sync(extra: int):
-    """Today's warm-up, then (after its synchronize) ``extra`` empty ranges and one host op: does the timed call's
+def _after_sync(real, extra: int):
+    """``real`` (today's warm-up), then (after its synchronize) ``extra`` empty ranges and one host op: does the timed call's
     first line still pay for following a synchronize (the CUDA case)?"""
     def warm(cuda_devices, call, pad=0):
-        lp.__dict__["_real_warm_up"](cuda_devices, call, pad)
+        real(cuda_devices, call, pad)
         with torch.profiler.record_function(lp.WARMUP_LABEL):
             for _ in range(extra):
                 with torch.profiler.record_function(lp.WARMUP_LABEL):
@@ -69,8 +69,7 @@ def main() -> None:
     jfn = trace_lab.jit(tiny_chain, fusion="none")
     jfn(x)
     real = lp._warm_up
-    lp._real_warm_up = real
-    ways = {"op": _op_only, "call": _no_pad(real), "call+pad": real, "+after": _after_sync(lp.PAD_RANGES)}
+    ways = {"op": _op_only, "call": _no_pad(real), "call+pad": real, "+after": _after_sync(real, lp.PAD_RANGES)}
     print(f"tiny_chain on {device}, fusion none, 120 lines; each profile the median of {args.repeat} calls")
     print(f"{'warm-up':<9} {'profile':>7} {'median us':>10} {'slowest line':>13} {'its us':>8} {'within 3x':>10}")
     try:
