@@ -35,6 +35,10 @@ class FusionCache:
         """Would a lookup of ``signature`` hit? (counts nothing)"""
         return self.enabled and signature in self._entries
 
+    def peek(self, signature: str):
+        """The compiled entry for ``signature`` or None (counts nothing, changes no order)."""
+        return self._entries.get(signature) if self.enabled else None
+
     def get_or_compile(self, signature: str, compile_fn):
         """(compiled, hit, seconds spent compiling) for a region with this signature."""
         if signature in self:
@@ -47,9 +51,13 @@ class FusionCache:
         self.put(signature, compiled)
         return compiled, False, seconds
 
-    def put(self, signature: str, compiled) -> None:
-        """Count a miss and keep ``compiled`` (compiled elsewhere, e.g. on a compile pool's thread)."""
-        self.misses += 1
+    def put(self, signature: str, compiled, hit: bool = False) -> None:
+        """Count a miss (a hit with ``hit``: code compiled for another signature) and keep ``compiled`` (compiled
+        elsewhere, e.g. on a compile pool's thread)."""
+        if hit:
+            self.hits += 1
+        else:
+            self.misses += 1
         if self.enabled:
             self._entries[signature] = compiled
             while len(self._entries) > self.max_entries:

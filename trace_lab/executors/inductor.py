@@ -51,12 +51,14 @@ import torch.fx as fx
 from ..analysis.region_record import RegionRecord, plan_record
 from ..analysis.storage import CUDA_ROUNDING
 from ..errors import TraceLabError
+from ..ir.printer import plural
 from ..ir.trace import Trace, is_getitem, tensor_values
 from .interface import CompiledProgram, Executor, register
 from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_compile, inductor_can_fuse, inductor_fuse_reason  # noqa: F401 - the table, re-exported
 from ..runtime import generate
 from .compile_pool import THREADS, compile_all
 from .fusion_cache import FusionCache, region_signature, signature_hash
+from .region_cover import covered_call, find_cover
 from .workspace import example_tensor as _example
 from .workspace import compiled_region, measure_workspace
 
@@ -319,8 +321,10 @@ class InductorExecutor(Executor):
     materializes_regions = False
     compiles_library_ops = True  # a region calls its matmuls as extern kernels (fusion="layers")
 
-    def __init__(self, fusion_cache: bool = True, donate_inputs: bool = True, donate_inplace: bool = True):
+    def __init__(self, fusion_cache: bool = True, donate_inputs: bool = True, donate_inplace: bool = True,
+                 cover_regions: bool = True):
         self.fusion_cache = bool(fusion_cache)
+        self.cover_regions = self.fusion_cache and bool(cover_regions)
         self.donate_inputs = bool(donate_inputs)
         self.donate_inplace = self.donate_inputs and bool(donate_inplace)
         self.cache = FusionCache(enabled=self.fusion_cache)
@@ -329,7 +333,21 @@ class InductorExecutor(Executor):
     @classmethod
     def from_options(cls, options) -> "InductorExecutor":
         return cls(fusion_cache=options.fusion_cache, donate_inputs=getattr(options, "donate_inputs", True),
-                   donate_inplace=getattr(options, "donate_inplace", True))
+                   donate_inplace=getattr(options, "donate_inplace", True),
+                   cover_regions=getattr(options, "cover_regions", True))
+
+    def _covered_calls(self, covers: dict, fresh: dict) -> dict:
+        """Key -> the call of each covered region (:func:`.region_cover.covered_call`), from its covering region's
+        compiled code (compiled just now, or cached); where that code failed to compile, the covered region is left
+        out and compiles on its own."""
+        calls = {}
+        for key, (by, cover, by_vals, by_name) in covers.items():
+            done = fresh.get(by)
+            fn = done[0] if done is not None else self.cache.peek(by)
+            if fn is None or isinstance(fn, Exception):
+                continue
+            calls[key] = covered_call(fn, cover, by_vals, by_name)
+        return calls
 
     def can_fuse(self, node: fx.Node) -> bool:
         return inductor_can_fuse(node)
@@ -367,6 +385,9 @@ class InductorExecutor(Executor):
             slot = key if self.fusion_cache else i
             if slot not in pending and key not in self.cache:
                 pending[slot] = (sub, input_vals, over)
+        covers = _plan_covers(jobs, pending, donatable) if self.cover_regions and pending else {}
+        for key in covers:
+            del pending[key]
         disable_caches = not self.fusion_cache
         if pending:
             self.report_region(0, len(pending))
@@ -375,10 +396,14 @@ class InductorExecutor(Executor):
                                                                     donated=job[2]),
                                 device=trace.device, releasing=kernel_waits_release,
                                 on_done=lambda done, total, _key: self.report_region(done, total))  # no "next" name: they run at once
+        covered = self._covered_calls(covers, fresh)
         for i, (node, sub, input_vals, plan, signature, key, over) in enumerate(jobs):
             done = fresh.pop(key if self.fusion_cache else i, None)
             try:
-                if done is not None:
+                if key in covered and key not in self.cache:  # runs the code of a region it is part of
+                    fn, hit, seconds = covered[key], True, 0.0
+                    self.cache.put(key, fn, hit=True)
+                elif done is not None:
                     fn, seconds = done
                     if isinstance(fn, Exception):
                         raise fn
@@ -405,11 +430,15 @@ class InductorExecutor(Executor):
             if measured not in self._measured:  # once per compiled region and donation (a cache hit reuses the figure)
                 self._measured[measured] = measure_workspace(fn, input_vals, rounding, donate)
             workspace, out_bytes, layout = self._measured[measured]
+            if hasattr(fn, "cover"):  # the covering region's code: its own in-place positions apply, not ``over``
+                details = {"runs_code_of": fn.covered_by, "drops_outputs": len(fn.cover.dropped),
+                           "placeholder_inputs": len(fn.cover.placeholders), "copied_inputs": len(fn.cover.copies)}
+            else:
+                details = {"in_place_over": list(over)} if over else {}
             records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
                                                  name=str(node.target), signature=signature_hash(signature),
                                                  cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes,
-                                                 donated=donate,
-                                                 details={"in_place_over": list(over)} if over else {})
+                                                 donated=donate, details=details)
         if region_nodes:
             self.report_region(len(region_nodes), len(region_nodes))
         program = generate(trace, region_runner=compiled.__getitem__, materialized_regions=False, fast_views=True,
@@ -424,6 +453,14 @@ class InductorExecutor(Executor):
             if len(pending) > 1 and THREADS > 1:
                 notes.append(f"{len(pending)} regions compiled at once on {min(THREADS, len(pending))} threads: "
                              "each region's compile seconds overlap the others'")
+            runs_other = [r for r in rows if "runs_code_of" in r.details]
+            if runs_other:
+                pairs = ", ".join(f"{r.name} runs {r.details['runs_code_of']}" for r in runs_other[:4])
+                dropped = sum(r.details["drops_outputs"] for r in runs_other)
+                notes.append(f"{plural(len(runs_other), 'region')} run{'s' if len(runs_other) == 1 else ''} the "
+                             f"compiled code of a region it is part of ({pairs}{', ...' if len(runs_other) > 4 else ''}"
+                             f"), computing {plural(dropped, 'output')} dropped on return: "
+                             f"{plural(len(runs_other), 'compile')} fewer (cover_regions)")
             notes.extend(_workspace_notes(rows))
             donating = [r for r in rows if r.donated]
             if donating:
@@ -432,6 +469,29 @@ class InductorExecutor(Executor):
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
                                source=program.source, regions=records, notes=notes, generated=program,
                                region_code=codes)
+
+
+def _plan_covers(jobs, pending: dict, donatable: dict) -> dict:
+    """Cache key -> (covering key, Cover, its input values, its region's name) for each region about to compile
+    that another region of the program contains (:mod:`.region_cover`). The covering region is one that compiles
+    or is cached, never one that is covered itself; smaller regions are matched first."""
+    by_key = {}
+    for node, sub, input_vals, _plan, signature, key, over in jobs:
+        entry = by_key.setdefault(key, {"sub": sub, "vals": input_vals, "signature": signature, "over": over,
+                                        "writable": None, "name": str(node.target)})
+        mine = frozenset(donatable.get(node, ()))  # what every region of this key gives up
+        entry["writable"] = mine if entry["writable"] is None else entry["writable"] & mine
+    covers: dict = {}
+    for key in sorted(pending, key=lambda k: len(by_key[k]["sub"].graph.nodes)):
+        mine = by_key[key]
+        candidates = [(k, e["sub"], e["vals"], e["over"]) for k, e in by_key.items() if k != key and k not in covers]
+        found = find_cover(mine["signature"], mine["sub"], mine["vals"], candidates, mine["writable"])
+        if found is not None:
+            covers[key] = found
+    for key in list(covers):  # a region another one runs the code of compiles itself
+        if covers[key][0] in covers:
+            del covers[key]
+    return {key: (by, cover, by_key[by]["vals"], by_key[by]["name"]) for key, (by, cover) in covers.items()}
 
 
 def _inplace_positions(jobs, donatable: dict, one_per_signature: bool = False) -> dict:

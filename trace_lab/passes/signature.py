@@ -19,7 +19,7 @@ import hashlib
 import torch
 import torch.fx as fx
 
-__all__ = ["describe_input", "region_signature", "signature_hash"]
+__all__ = ["describe_input", "region_signature", "restricted_signature", "signature_hash"]
 
 
 def describe_input(val) -> str:
@@ -46,25 +46,52 @@ def _const(x) -> str:
 
 def region_signature(sub: fx.GraphModule, input_vals) -> str:
     """Canonical text of a region: ops, wiring, constants, outputs and input descriptors."""
-    ref: dict[fx.Node, str] = {}
+    nodes = list(sub.graph.nodes)
+    out = next(n for n in reversed(nodes) if n.op == "output")
+    return _signature([n for n in nodes if n.op not in ("placeholder", "output")],
+                      [n for n in nodes if n.op == "placeholder"], out.args[0], list(input_vals))
+
+
+def restricted_signature(sub: fx.GraphModule, input_vals, kept: tuple) -> tuple[str, tuple] | None:
+    """The signature the region would have if it returned only its outputs at positions ``kept`` (in that order),
+    without the ops and inputs those outputs do not need (dead-code elimination: regions are functional), and
+    the positions of the inputs it would keep; None when the region's outputs are not a flat list of values.
+    Equal to another region's :func:`region_signature`, it says that region computes exactly those outputs
+    from exactly those inputs (:mod:`trace_lab.executors.region_cover`)."""
+    nodes = list(sub.graph.nodes)
+    outs = next(n for n in reversed(nodes) if n.op == "output").args[0]
+    if not isinstance(outs, (tuple, list)) or not all(isinstance(o, fx.Node) for o in outs):
+        return None
+    kept_outs = [outs[i] for i in kept]
+    needed: set = set()
+    stack = list(kept_outs)
+    while stack:
+        n = stack.pop()
+        if n in needed:
+            continue
+        needed.add(n)
+        stack.extend(n.all_input_nodes)
+    placeholders = [n for n in nodes if n.op == "placeholder"]
+    used = tuple(j for j, n in enumerate(placeholders) if n in needed)
+    body = [n for n in nodes if n.op not in ("placeholder", "output") and n in needed]
+    vals = list(input_vals)
+    return (_signature(body, [placeholders[j] for j in used], type(outs)(kept_outs), [vals[j] for j in used]),
+            used)
+
+
+def _signature(body, placeholders, out_arg, input_vals) -> str:
+    ref: dict[fx.Node, str] = {n: f"%in{j}" for j, n in enumerate(placeholders)}
     lines = []
-    k = 0
-    for n in sub.graph.nodes:
-        if n.op == "placeholder":
-            ref[n] = f"%in{len(ref)}"
-            continue
 
-        def arg(a):
-            if isinstance(a, fx.Node):
-                return ref[a]
-            if isinstance(a, (list, tuple)):
-                inner = ",".join(arg(x) for x in a)
-                return f"[{inner}]" if isinstance(a, list) else f"({inner})"
-            return _const(a)
+    def arg(a):
+        if isinstance(a, fx.Node):
+            return ref[a]
+        if isinstance(a, (list, tuple)):
+            inner = ",".join(arg(x) for x in a)
+            return f"[{inner}]" if isinstance(a, list) else f"({inner})"
+        return _const(a)
 
-        if n.op == "output":
-            lines.append(f"return {arg(n.args[0])}")
-            continue
+    for k, n in enumerate(body):
         target = n.target if isinstance(n.target, str) else f"{getattr(n.target, '__module__', '')}.{getattr(n.target, '__name__', repr(n.target))}"
         if isinstance(n.target, torch._ops.OpOverload):
             target = str(n.target)
@@ -72,7 +99,7 @@ def region_signature(sub: fx.GraphModule, input_vals) -> str:
         kwargs = ",".join(f"{key}={arg(v)}" for key, v in sorted(n.kwargs.items()))
         ref[n] = f"%{k}"
         lines.append(f"%{k} = {n.op}:{target}({args};{kwargs})")
-        k += 1
+    lines.append(f"return {arg(out_arg)}")
     inputs = [f"in{j}: {describe_input(v)}" for j, v in enumerate(input_vals)]
     return "\n".join(inputs + lines)
 

@@ -72,6 +72,14 @@ def _again(regs: list[dict]) -> str:
     return f" ({again} of them a signature compiled again{' for other donated inputs' if by_donation else ''})"
 
 
+def _region_compile(r: dict) -> str:
+    """'hit', '0.76 s', or "runs fusion2's code" (a region run by the code of one it is part of: region_cover)."""
+    by = r.get("runs_code_of")
+    if by:
+        return f"runs {by}'s code"
+    return "hit" if r.get("cache_hit") else format(r.get("compile_seconds", 0.0), ".2f") + " s"
+
+
 def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]]:
     """One row per program part whose executor compiled fused regions: the fusion cache's work."""
     rows = []
@@ -80,8 +88,7 @@ def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]
         if regs:
             hits = sum(1 for r in regs if r.get("cache_hit"))
             seconds = sum(r.get("compile_seconds", 0.0) for r in regs)
-            per = ", ".join(f"{r['name']} {'hit' if r.get('cache_hit') else format(r.get('compile_seconds', 0.0), '.2f') + ' s'}"
-                            for r in regs[:listed])
+            per = ", ".join(f"{r['name']} {_region_compile(r)}" for r in regs[:listed])
             more = f", ... {len(regs) - listed} more" if len(regs) > listed else ""
             rows.append((f"regions {kind} #{p['index']}",
                          f"{plural(len(regs), 'region')}, {plural(len({r.get('signature') for r in regs}), 'unique signature')}, "

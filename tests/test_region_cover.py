@@ -1,0 +1,102 @@
+"""A region that is part of another runs the other's compiled code (``cover_regions``, trace_lab/executors/region_cover.py).
+
+End to end: a Llama stack whose input needs no gradient, ``fusion="layers"`` with Inductor, checked against eager
+PyTorch (outputs and gradients) with the measured peak equal to the predicted one, cover on and off side by side.
+The pieces: the restricted signature against a smaller region written by hand, and the covered call's argument
+handling (a copy where the code writes over an argument, placeholders, dropped outputs) on a hand-written function.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.fx as fx
+
+import trace_lab
+from examples.llama import LlamaStack
+from fusion_support import SCALAR_SLACK
+from trace_lab.executors.region_cover import Cover, covered_call, find_cover
+from trace_lab.passes.signature import region_signature, restricted_signature
+
+
+def _backward_regions(report):
+    rows = [r for p in report.programs for r in (p.get("backward") or {}).get("regions", [])]
+    assert rows
+    return rows
+
+
+@pytest.mark.parametrize("cover", [True, False])
+def test_first_layer_whose_input_needs_no_gradient_runs_its_repeats_backward_code(cover):
+    torch.manual_seed(0)
+    model = LlamaStack(layers=3, dim=32, heads=2)
+    x = torch.randn(2, 16, 32)  # the first layer's input needs no gradient: its backward lacks that gradient
+    report = trace_lab.inspect(model, x, fusion="layers", executor="inductor", runs=1, cover_regions=cover)
+    assert report.ok, report.comparison
+    assert report.comparison["checked"]["grads"] > 0
+    for m in report.memory:
+        measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
+        assert measured is not None and 0 <= measured - predicted <= SCALAR_SLACK, m
+    rows = _backward_regions(report)
+    compiled = [r for r in rows if not r["cache_hit"]]
+    covered = [r for r in rows if r.get("runs_code_of")]
+    names = {r["name"] for r in rows}
+    summary = dict(report.summary_rows())["regions backward #0"]
+    if cover:
+        # the last layer region compiles; the middle one is a hit; the first runs the last one's code
+        assert len(covered) == 1 and covered[0]["cache_hit"] and covered[0]["runs_code_of"] in names, covered
+        assert covered[0]["drops_outputs"] == 1, covered  # the input's gradient
+        assert covered[0]["runs_code_of"] in {r["name"] for r in compiled}
+        assert f"{covered[0]['name']} runs {covered[0]['runs_code_of']}'s code" in summary, summary
+        assert len(compiled) == len({r["signature"] for r in rows}) - 1, rows
+    else:
+        assert not covered and len(compiled) == len({r["signature"] for r in rows}), rows
+
+
+def test_restricted_signature_is_the_smaller_regions_signature():
+    def big(a, b, c):
+        p = torch.ops.aten.mul.Tensor(a, b)
+        return (p, torch.ops.aten.add.Tensor(p, torch.ops.aten.sin.default(c)))
+
+    def small(a, b):
+        return (torch.ops.aten.mul.Tensor(a, b),)
+
+    vals = [torch.randn(4, 4) for _ in range(3)]
+    gb, gs = fx.symbolic_trace(big), fx.symbolic_trace(small)
+    sig, used = restricted_signature(gb, vals, (0,))
+    assert used == (0, 1) and sig == region_signature(gs, vals[:2])
+    assert restricted_signature(gb, vals, (1,))[0] != region_signature(gs, vals[:2])
+    assert restricted_signature(gb, vals, (0, 1))[0] == region_signature(gb, vals)
+    # found as a cover, with c a placeholder (only the dropped output reads it)
+    key, cover = find_cover(region_signature(gs, vals[:2]), gs, vals[:2], [("big", gb, vals, ())])
+    assert key == "big" and cover == Cover(inputs=(0, 1), placeholders=(2,), kept=(0,), dropped=(1,), copies=())
+    # code that may write over the placeholder is refused; over an argument the caller reads on, it gets a copy
+    assert find_cover(region_signature(gs, vals[:2]), gs, vals[:2], [("big", gb, vals, (2,))]) is None
+    _, cover = find_cover(region_signature(gs, vals[:2]), gs, vals[:2], [("big", gb, vals, (0, 1))],
+                          writable=frozenset({1}))
+    assert cover.copies == (0,)
+
+
+def test_covered_call_copies_what_the_code_writes_over_and_drops_the_extra_outputs():
+    calls = []
+
+    def code(a, b, c):  # writes over its first input, as in-place donated code may
+        calls.append(c)
+        return (a.add_(1.0), b * 2, c + 1)
+
+    def boxed(args):
+        a, b, c = args
+        args.clear()
+        return code(a, b, c)
+
+    code.boxed = boxed
+    vals = [torch.zeros(3), torch.zeros(3), torch.zeros(2)]
+    cover = Cover(inputs=(0, 1), placeholders=(2,), kept=(1, 0), dropped=(2,), copies=(0,))
+    run = covered_call(code, cover, vals, by="fusion7")
+    a, b = torch.ones(3), torch.full((3,), 5.0)
+    out = run(a, b)
+    assert torch.equal(a, torch.ones(3)), "the caller's argument is not written over"
+    assert len(out) == 2 and torch.equal(out[0], b * 2) and torch.equal(out[1], torch.full((3,), 2.0))
+    args = [a, b]
+    out = run.boxed(args)
+    assert args == [] and torch.equal(out[0], b * 2)
+    assert calls[0] is calls[1] and calls[0].shape == (2,), "one placeholder, made once"
+    assert run.covered_by == "fusion7" and run.boxed.cover is cover

@@ -1,0 +1,151 @@
+"""A region that is part of another runs the other's compiled code instead of compiling (issue 27, first call).
+
+In a layer stack whose first layer's input needs no gradient, that layer's backward region is its repeats' minus
+the input's gradient (and minus the ops and the input only that gradient reads): the same computation restricted,
+yet another signature, so it compiled once more (~3 s of Inductor's GIL-bound Python per layer region on an
+H100). :func:`find_cover` finds such a pair among one program's regions: region R is *covered* by region C when
+C's signature restricted to some of C's outputs (at most :data:`MAX_DROPPED` dropped, order kept:
+:func:`trace_lab.passes.signature.restricted_signature`) equals R's signature, input descriptors included.
+:func:`covered_call` then runs C's compiled code for R: R's arguments go to the inputs they are, the inputs only
+the dropped outputs read get placeholders of their recorded layout (made once, kept with the call), and the dropped
+outputs are freed as the call returns. The executor measures the call as it measures any region, so those
+outputs count as the region's workspace in the liveness model.
+
+Where C's code may write an output over one of its inputs (in-place donation) and R's caller still reads that
+argument afterwards (the first layer's input is the program's), the call hands C's code a copy of it. A cover is
+refused where C's code may write over a placeholder, and where placeholders would hold more than
+:data:`MAX_PLACEHOLDER_BYTES` or the copies take more than :data:`MAX_COPY_BYTES` a call. The cost is the dropped
+outputs' work and the copies on every call (for a Llama stack's first layer backward: a norm's input gradient, a
+residual add and a copy of the layer's input).
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+
+from ..analysis.storage import tensor_bytes
+from ..passes.signature import restricted_signature
+from ..runtime.call_memory import example_tensor
+
+__all__ = ["Cover", "MAX_DROPPED", "MAX_PLACEHOLDER_BYTES", "MAX_COPY_BYTES", "find_cover", "covered_call"]
+
+MAX_DROPPED = 2  # outputs a covering region may compute beyond the covered one's
+MAX_PLACEHOLDER_BYTES = 8 << 20  # placeholder inputs a cover may keep alive, in all
+MAX_COPY_BYTES = 64 << 20  # arguments a cover may copy on each call, in all
+
+
+@dataclass(frozen=True)
+class Cover:
+    """How region R runs region C's code: ``inputs[j]`` is C's input position of R's argument j,
+    ``placeholders`` C's inputs only the dropped outputs read, ``kept[i]`` C's output position of R's output i,
+    ``copies`` C's inputs that get a copy of R's argument (C's code may write over them; R's caller reads them on)."""
+    inputs: tuple
+    placeholders: tuple
+    kept: tuple
+    dropped: tuple
+    copies: tuple = ()
+
+
+def _outputs(sub: fx.GraphModule):
+    out = next(n for n in reversed(sub.graph.nodes) if n.op == "output").args[0]
+    return out if isinstance(out, (tuple, list)) else None
+
+
+def _ops(sub: fx.GraphModule) -> int:
+    return sum(1 for n in sub.graph.nodes if n.op not in ("placeholder", "output"))
+
+
+def find_cover(signature: str, sub: fx.GraphModule, input_vals, candidates, writable=frozenset()):
+    """``(key, Cover)`` of the candidate whose code computes region ``sub`` (signature ``signature``) with the fewest
+    extra outputs, or None. ``candidates``: ``(key, sub, input_vals, overwrites)`` of other regions, where
+    ``overwrites`` are the input positions that candidate's code may write over; ``writable``: the positions of
+    ``sub``'s inputs its callers give up to it (their last use)."""
+    mine = _outputs(sub)
+    if mine is None:
+        return None
+    n_in, n_out, n_ops = len(input_vals), len(mine), _ops(sub)
+    best = None
+    for key, big, big_vals, overwrites in candidates:
+        theirs = _outputs(big)
+        if theirs is None or not n_out < len(theirs) <= n_out + MAX_DROPPED or len(big_vals) < n_in \
+                or _ops(big) <= n_ops:
+            continue
+        extra = len(theirs) - n_out
+        if best is not None and extra >= len(best[1].dropped):
+            continue
+        for dropped in itertools.combinations(range(len(theirs)), extra):
+            kept = tuple(i for i in range(len(theirs)) if i not in dropped)
+            found = restricted_signature(big, big_vals, kept)
+            if found is None or found[0] != signature:
+                continue
+            used = found[1]
+            holders = tuple(p for p in range(len(big_vals)) if p not in used)
+            copies = _copies(used, holders, big_vals, overwrites, writable)
+            if copies is not None:
+                best = (key, Cover(inputs=used, placeholders=holders, kept=kept, dropped=dropped, copies=copies))
+            break  # another choice of dropped outputs computes the same
+    return best
+
+
+def _copies(used, holders, big_vals, overwrites, writable) -> tuple | None:
+    """The covering code's input positions that get a copy of the argument (ones it may write over that the
+    covered region's caller still reads), or None where the cover is refused (a placeholder it may write over,
+    one that is not a tensor, or placeholders and copies above their limits)."""
+    if any(not isinstance(big_vals[p], torch.Tensor) for p in holders) or set(holders) & set(overwrites):
+        return None
+    mine = {p: j for j, p in enumerate(used)}
+    copies = tuple(sorted(p for p in overwrites if mine[p] not in writable))
+    if sum(tensor_bytes(big_vals[p]) for p in holders) > MAX_PLACEHOLDER_BYTES \
+            or sum(tensor_bytes(big_vals[p]) for p in copies) > MAX_COPY_BYTES:
+        return None
+    return copies
+
+
+def covered_call(fn, cover: Cover, big_vals, by: str):
+    """``fn(*inputs) -> tuple`` for the covered region, running the covering region's compiled ``fn`` (which takes
+    ``big_vals``' layouts); with ``fn.boxed`` it offers ``boxed(list)`` too (the list is handed over and cleared).
+    ``by`` names the covering region; the call carries ``covered_by`` and ``cover`` for the Report."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():  # the executor runs inside the capture's fake mode
+        holders = {p: example_tensor(big_vals[p]) for p in cover.placeholders}
+    width, inputs, kept = len(big_vals), cover.inputs, cover.kept
+
+    copies = cover.copies
+
+    def widen(args):
+        full = [None] * width
+        for j, p in enumerate(inputs):
+            full[p] = args[j]
+        for p, t in holders.items():
+            full[p] = t
+        for p in copies:  # a buffer of the same layout that the compiled code may write over
+            a = full[p]
+            full[p] = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device).copy_(a)
+        return full
+
+    def region(*args):
+        outs = fn(*widen(args))
+        return tuple(outs[i] for i in kept)
+
+    calls = [region]
+    if hasattr(fn, "boxed"):
+        inner = fn.boxed
+
+        def boxed(args: list):
+            full = widen(args)
+            args.clear()  # only ``full`` holds them now: the compiled code frees each at its last use
+            outs = inner(full)
+            return tuple(outs[i] for i in kept)
+
+        region.boxed = boxed
+        calls.append(boxed)
+    for call in calls:
+        for attr in ("compiled_graph", "aot_fn"):
+            if hasattr(fn, attr):
+                setattr(call, attr, getattr(fn, attr))
+        call.covered_by, call.cover = by, cover
+    return region
