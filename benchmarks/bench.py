@@ -14,7 +14,7 @@ Configurations (``--configs``): ``eager``, ``torch.compile``, ``reduce-overhead`
 with no options) and ``STRATEGY-EXECUTOR[-SUFFIX...]`` for trace_lab, e.g. ``dataflow-nvfuser``,
 ``memory-inductor``, ``dataflow-inductor-graphs`` (``cuda_graphs=True``); suffixes ``graphs``, ``nocache``
 (``fusion_cache=False``), ``inplace`` / ``noinplace`` (``donate_inplace``), ``nodonate`` (``donate_inputs=False``),
-``noalign`` (``align_layer_saves=False``), ``capN`` (``max_region_ops=N``, e.g. ``horizontal-nvfuser-cap70``).
+``noalign`` (``align_layer_saves=False``), ``nocover`` (``cover_regions=False``), ``capN`` (``max_region_ops=N``, e.g. ``horizontal-nvfuser-cap70``).
 Configurations that need CUDA
 are skipped with the reason on a machine without it.
 
@@ -77,7 +77,8 @@ ADAM_HORIZONTAL = {"max_region_ops": 350}
 # configuration-name suffixes -> (option, value)
 SUFFIXES = {"graphs": ("cuda_graphs", True), "nocache": ("cache", False),
             "inplace": ("donate_inplace", True), "noinplace": ("donate_inplace", False),
-            "nodonate": ("donate_inputs", False), "noalign": ("align_layer_saves", False)}
+            "nodonate": ("donate_inputs", False), "noalign": ("align_layer_saves", False),
+            "nocover": ("cover_regions", False)}
 
 
 # ------------------------------------------------------------------------------------------
@@ -143,7 +144,8 @@ def label(name: str) -> str:
             + (" in-place donation off" if extra.get("donate_inplace") is False else "")
             + (f" max_region_ops={extra['max_region_ops']}" if "max_region_ops" in extra else "")
             + (" donation off" if extra.get("donate_inputs") is False else "")
-            + (" saves unaligned" if extra.get("align_layer_saves") is False else ""))
+            + (" saves unaligned" if extra.get("align_layer_saves") is False else "")
+            + (" covers off" if extra.get("cover_regions") is False else ""))
 
 
 # ------------------------------------------------------------------------------------------

@@ -49,6 +49,8 @@ def test_configuration_suffixes_set_the_options_they_name():
     assert bench.parse_config("dataflow-inductor-nodonate")["extra"] == {"donate_inputs": False}
     assert bench.parse_config("layers-inductor-noalign")["extra"] == {"align_layer_saves": False}
     assert bench.label("layers-inductor-noalign") == "trace_lab layers + inductor saves unaligned"
+    assert bench.parse_config("layers-inductor-nocover")["extra"] == {"cover_regions": False}
+    assert bench.label("layers-inductor-nocover") == "trace_lab layers + inductor covers off"
     assert bench.label("memory-inductor-noinplace") == "trace_lab memory + inductor in-place donation off"
     with pytest.raises(ValueError, match="suffixes graphs, nocache, inplace"):
         bench.parse_config("memory-inductor-fast")
