@@ -3,6 +3,7 @@
     python3 benchmarks/first_call_split.py [strategy] [executor] [layers]   # GPU machine; default dataflow inductor 8
     TRACE_LAB_SPLIT_PROFILE=0 python3 benchmarks/first_call_split.py layers inductor 8   # the same without cProfile
     python3 benchmarks/first_call_split.py auto auto adam   # Adam.step over 200 x 65,536 (the default options)
+    python3 benchmarks/first_call_split.py layers inductor 8 cover_regions=False   # jit options as name=value
 
 Runs one first call (forward + backward) and prints each compiled part's CompilationRecord.timings(): AOTAutograd's
 capture, every pass stage, op-scratch measurement, the executor (each region's compile seconds and cache hit), graph
@@ -10,6 +11,7 @@ recording, and what the first call spent outside them (Dynamo's tracing, the run
 functions by cumulative time, for the seconds no record names. cProfile slows Python-bound stages about 1.5-2x
 (2026-11-27: a 38.6 s profiled first call against 18-20 s in bench.py); ``TRACE_LAB_SPLIT_PROFILE=0`` gives the
 split at full speed, without the profile."""
+import ast
 import cProfile
 import io
 import os
@@ -26,16 +28,18 @@ from examples import workloads  # noqa: E402
 strategy = sys.argv[1] if len(sys.argv) > 1 else "dataflow"
 executor = sys.argv[2] if len(sys.argv) > 2 else "inductor"
 workload = sys.argv[3] if len(sys.argv) > 3 else "8"  # a llama layer count, or "adam"
+# further arguments: jit options as name=value (e.g. cover_regions=False); values read as Python literals
+options = {k: ast.literal_eval(v) for k, v in (a.split("=", 1) for a in sys.argv[4:])}
 device = "cuda" if torch.cuda.is_available() else "cpu"
 if workload == "adam":
     fn, fn_args = workloads.make_adam_step(device, "full")
     what = "Adam.step (200 x 65,536),"
-    jfn = trace_lab.jit(fn, fusion=strategy, executor=executor)
+    jfn = trace_lab.jit(fn, fusion=strategy, executor=executor, **options)
     run = (lambda: jfn(*fn_args))
 else:
     what = f"{int(workload)} layers,"
     model, (x,) = workloads.make_llama(int(workload))(device, "full" if device == "cuda" else "small")
-    jfn = trace_lab.jit(model, fusion=strategy, executor=executor)
+    jfn = trace_lab.jit(model, fusion=strategy, executor=executor, **options)
     run = (lambda: jfn(x).float().sum().backward())
 PROFILE = os.environ.get("TRACE_LAB_SPLIT_PROFILE", "1") != "0"
 prof = cProfile.Profile()
@@ -47,7 +51,7 @@ if device == "cuda":
     torch.cuda.synchronize()
 prof.disable()
 first = time.perf_counter() - t0
-print(f"first call ({strategy}, {executor}, {what} {device}{', under cProfile' if PROFILE else ''}): {first:.2f} s")
+print(f"first call ({strategy}, {executor}, {what} {device}{''.join(f', {k}={v}' for k, v in options.items())}{', under cProfile' if PROFILE else ''}): {first:.2f} s")
 named = 0.0
 for rec in jfn.compilations():
     t = rec.timings()
