@@ -12,6 +12,7 @@ import torch
 import torch.fx as fx
 
 import trace_lab
+from examples import workloads
 from examples.llama import LlamaStack
 from fusion_support import SCALAR_SLACK
 from trace_lab.executors.region_cover import Cover, covered_call, find_cover
@@ -73,6 +74,25 @@ def test_restricted_signature_is_the_smaller_regions_signature():
     _, cover = find_cover(region_signature(gs, vals[:2]), gs, vals[:2], [("big", gb, vals, (0, 1))],
                           writable=frozenset({1}))
     assert cover.copies == (0,)
+    # what the call adds (the dropped output, 64 B) must fit under the program's peak on its line
+    for n in gb.graph.nodes:
+        if n.op == "call_function":
+            n.meta["val"] = torch.empty(4, 4)
+    args = (region_signature(gs, vals[:2]), gs, vals[:2], [("big", gb, vals, ())])
+    assert find_cover(*args, room=64) is not None and find_cover(*args, room=63) is None
+
+
+def test_a_cover_that_would_raise_the_peak_is_not_taken():
+    """memory_peak's memory strategy (writing nothing in place): a region there is part of another, but computing
+    the other's extra output would add a 256 KiB buffer on a line at the peak. The peak stays the three matrices
+    worked out by hand in test_fusion_passes, measured as predicted."""
+    fn, args = workloads.get("memory_peak").make("cpu", "small")
+    report = trace_lab.inspect(fn, *args, fusion="memory", executor="inductor", runs=0, donate_inplace=False)
+    assert report.ok, report.comparison
+    (m,) = report.memory
+    assert m["predicted_peak_above_inputs_bytes"] == m["measured_peak_above_inputs_bytes"] == 3 * 256 * 1024
+    assert not [r for p in report.programs for r in (p.get("inference") or {}).get("regions", [])
+                if r.get("runs_code_of")]
 
 
 def test_covered_call_copies_what_the_code_writes_over_and_drops_the_extra_outputs():

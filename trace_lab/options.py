@@ -110,8 +110,9 @@ SCHEMA: tuple[Option, ...] = (
     Option("cover_regions", bool, True, stage="executor", word="covering regions",
            help="with the fusion cache and Inductor: a region that another region of the program contains (the same "
                 "ops and inputs, minus outputs it does not return: the first layer's backward, whose input needs no "
-                "gradient) runs that region's compiled code and drops the extra outputs, one compile fewer; the "
-                "dropped outputs count as its workspace. Off: it compiles its own code."),
+                "gradient) runs that region's compiled code and drops the extra outputs, one compile fewer, where "
+                "those outputs fit under the program's predicted peak on its line (they count as its workspace). "
+                "Off: it compiles its own code."),
     Option("sort_waits", bool, True, stage="passes", surfaces=_COMPILE | {"widget"}, label="sort waits",
            word="wait sorting",
            help="move each collective's wait next to its first consumer; off: keep it right after the collective."),

@@ -51,14 +51,14 @@ import torch.fx as fx
 from ..analysis.region_record import RegionRecord, plan_record
 from ..analysis.storage import CUDA_ROUNDING
 from ..errors import TraceLabError
-from ..ir.printer import plural
+from ..ir.printer import format_bytes, plural
 from ..ir.trace import Trace, is_getitem, tensor_values
 from .interface import CompiledProgram, Executor, register
 from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_compile, inductor_can_fuse, inductor_fuse_reason  # noqa: F401 - the table, re-exported
 from ..runtime import generate
 from .compile_pool import THREADS, compile_all
 from .fusion_cache import FusionCache, region_signature, signature_hash
-from .region_cover import covered_call, find_cover
+from .region_cover import covered_call, covers
 from .workspace import example_tensor as _example
 from .workspace import compiled_region, measure_workspace
 
@@ -341,12 +341,12 @@ class InductorExecutor(Executor):
         compiled code (compiled just now, or cached); where that code failed to compile, the covered region is left
         out and compiles on its own."""
         calls = {}
-        for key, (by, cover, by_vals, by_name) in covers.items():
+        for key, (by, cover, by_vals) in covers.items():
             done = fresh.get(by)
             fn = done[0] if done is not None else self.cache.peek(by)
             if fn is None or isinstance(fn, Exception):
                 continue
-            calls[key] = covered_call(fn, cover, by_vals, by_name)
+            calls[key] = covered_call(fn, cover, by_vals, by)
         return calls
 
     def can_fuse(self, node: fx.Node) -> bool:
@@ -366,8 +366,8 @@ class InductorExecutor(Executor):
         codes: dict[str, object] = {}
         rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
         region_nodes = [n for n in trace.ops if n.op == "call_module"]
-        donatable = {ln.node: ln.donatable for ln in trace.liveness(materialized_regions=False).lines
-                     if ln.donatable} if region_nodes and self.donate_inputs else {}
+        live = trace.liveness(materialized_regions=False) if region_nodes else None
+        donatable = {ln.node: ln.donatable for ln in live.lines if ln.donatable} if live and self.donate_inputs else {}
         jobs = []  # (node, region GraphModule, input values, plan, signature, cache key, inputs it may overwrite)
         for node in region_nodes:
             sub = trace.gm.get_submodule(node.target)
@@ -385,7 +385,8 @@ class InductorExecutor(Executor):
             slot = key if self.fusion_cache else i
             if slot not in pending and key not in self.cache:
                 pending[slot] = (sub, input_vals, over)
-        covers = _plan_covers(jobs, pending, donatable) if self.cover_regions and pending else {}
+        covers, covers_refused = _plan_covers(jobs, pending, donatable, _headroom(live), rounding) \
+            if self.cover_regions and pending else ({}, [])
         for key in covers:
             del pending[key]
         disable_caches = not self.fusion_cache
@@ -397,6 +398,10 @@ class InductorExecutor(Executor):
                                 device=trace.device, releasing=kernel_waits_release,
                                 on_done=lambda done, total, _key: self.report_region(done, total))  # no "next" name: they run at once
         covered = self._covered_calls(covers, fresh)
+        refused = {key: rest for key, *rest in covers_refused}
+        names_by_key = {}
+        for node, *_rest, key, _over in jobs:
+            names_by_key.setdefault(key, str(node.target))
         for i, (node, sub, input_vals, plan, signature, key, over) in enumerate(jobs):
             done = fresh.pop(key if self.fusion_cache else i, None)
             try:
@@ -431,10 +436,16 @@ class InductorExecutor(Executor):
                 self._measured[measured] = measure_workspace(fn, input_vals, rounding, donate)
             workspace, out_bytes, layout = self._measured[measured]
             if hasattr(fn, "cover"):  # the covering region's code: its own in-place positions apply, not ``over``
-                details = {"runs_code_of": fn.covered_by, "drops_outputs": len(fn.cover.dropped),
+                details = {"runs_code_of": names_by_key.get(fn.covered_by, "a region compiled for an earlier program"),
+                           "drops_outputs": len(fn.cover.dropped),
                            "placeholder_inputs": len(fn.cover.placeholders), "copied_inputs": len(fn.cover.copies)}
             else:
                 details = {"in_place_over": list(over)} if over else {}
+                if not hit and key in refused:  # it is part of another region, whose code would raise the peak
+                    by, added, room = refused[key]
+                    details["cover_refused"] = (f"{by}, whose code would add {format_bytes(added)} on its line, "
+                                                + (f"only {format_bytes(room)} below the predicted peak" if room
+                                                   else "which is at the predicted peak"))
             records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
                                                  name=str(node.target), signature=signature_hash(signature),
                                                  cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes,
@@ -461,6 +472,10 @@ class InductorExecutor(Executor):
                              f"compiled code of a region it is part of ({pairs}{', ...' if len(runs_other) > 4 else ''}"
                              f"), computing {plural(dropped, 'output')} dropped on return: "
                              f"{plural(len(runs_other), 'compile')} fewer (cover_regions)")
+            for r in rows:
+                if "cover_refused" in r.details:
+                    notes.append(f"{r.name} is part of {r.details['cover_refused']}: compiled on its own "
+                                 "(cover_regions never raises the predicted peak)")
             notes.extend(_workspace_notes(rows))
             donating = [r for r in rows if r.donated]
             if donating:
@@ -471,27 +486,44 @@ class InductorExecutor(Executor):
                                region_code=codes)
 
 
-def _plan_covers(jobs, pending: dict, donatable: dict) -> dict:
-    """Cache key -> (covering key, Cover, its input values, its region's name) for each region about to compile
-    that another region of the program contains (:mod:`.region_cover`). The covering region is one that compiles
-    or is cached, never one that is covered itself; smaller regions are matched first."""
+def _headroom(live) -> dict:
+    """Region node -> the bytes its line may add without raising the program's predicted peak."""
+    if live is None:
+        return {}
+    return {ln.node: live.peak_bytes - ln.high_water - max(0, ln.workspace) for ln in live.lines
+            if ln.node.op == "call_module"}
+
+
+def _plan_covers(jobs, pending: dict, donatable: dict, headroom: dict, rounding: int) -> dict:
+    """({cache key -> (covering key, Cover, its input values)}, [(cache key, covering region, bytes added, room)]):
+    the first for each region about to compile
+    that another region of the program contains (:mod:`.region_cover`), where the outputs it would compute and drop
+    and the arguments it would copy fit under the program's predicted peak on every line of that key (``headroom``).
+    The covering region is one that compiles or is cached, never one that is covered itself; smaller regions are
+    matched first. The second lists the regions a cover was found for that did not fit (for the executor's notes)."""
     by_key = {}
     for node, sub, input_vals, _plan, signature, key, over in jobs:
         entry = by_key.setdefault(key, {"sub": sub, "vals": input_vals, "signature": signature, "over": over,
-                                        "writable": None, "name": str(node.target)})
+                                        "writable": None, "room": None, "name": str(node.target)})
         mine = frozenset(donatable.get(node, ()))  # what every region of this key gives up
         entry["writable"] = mine if entry["writable"] is None else entry["writable"] & mine
-    covers: dict = {}
+        room = headroom.get(node, 0)
+        entry["room"] = room if entry["room"] is None else min(entry["room"], room)
+    chosen: dict = {}
+    too_big = []  # (region, covering region, bytes it would add, bytes under the peak on its line)
     for key in sorted(pending, key=lambda k: len(by_key[k]["sub"].graph.nodes)):
         mine = by_key[key]
-        candidates = [(k, e["sub"], e["vals"], e["over"]) for k, e in by_key.items() if k != key and k not in covers]
-        found = find_cover(mine["signature"], mine["sub"], mine["vals"], candidates, mine["writable"])
-        if found is not None:
-            covers[key] = found
-    for key in list(covers):  # a region another one runs the code of compiles itself
-        if covers[key][0] in covers:
-            del covers[key]
-    return {key: (by, cover, by_key[by]["vals"], by_key[by]["name"]) for key, (by, cover) in covers.items()}
+        candidates = [(k, e["sub"], e["vals"], e["over"]) for k, e in by_key.items() if k != key and k not in chosen]
+        found = covers(mine["signature"], mine["sub"], mine["vals"], candidates, mine["writable"], rounding)
+        fits = [f for f in found if f[2] <= mine["room"]]
+        if fits:
+            chosen[key] = fits[0][:2]
+        elif found:
+            too_big.append((key, by_key[found[0][0]]["name"], found[0][2], max(0, mine["room"])))
+    for key in list(chosen):  # a region another one runs the code of compiles itself
+        if chosen[key][0] in chosen:
+            del chosen[key]
+    return {key: (by, cover, by_key[by]["vals"]) for key, (by, cover) in chosen.items()}, too_big
 
 
 def _inplace_positions(jobs, donatable: dict, one_per_signature: bool = False) -> dict:

@@ -11,6 +11,8 @@ the dropped outputs read get placeholders of their recorded layout (made once, k
 outputs are freed as the call returns. The executor measures the call as it measures any region, so those
 outputs count as the region's workspace in the liveness model.
 
+A cover is taken only where what the call adds (the dropped outputs, the copies below) fits under the program's
+predicted peak on the covered region's line: it saves compile time and never raises the peak.
 Where C's code may write an output over one of its inputs (in-place donation) and R's caller still reads that
 argument afterwards (the first layer's input is the program's), the call hands C's code a copy of it. A cover is
 refused where C's code may write over a placeholder, and where placeholders would hold more than
@@ -30,7 +32,7 @@ from ..analysis.storage import tensor_bytes
 from ..passes.signature import restricted_signature
 from ..runtime.call_memory import example_tensor
 
-__all__ = ["Cover", "MAX_DROPPED", "MAX_PLACEHOLDER_BYTES", "MAX_COPY_BYTES", "find_cover", "covered_call"]
+__all__ = ["Cover", "MAX_DROPPED", "MAX_PLACEHOLDER_BYTES", "MAX_COPY_BYTES", "covers", "find_cover", "covered_call"]
 
 MAX_DROPPED = 2  # outputs a covering region may compute beyond the covered one's
 MAX_PLACEHOLDER_BYTES = 8 << 20  # placeholder inputs a cover may keep alive, in all
@@ -58,24 +60,33 @@ def _ops(sub: fx.GraphModule) -> int:
     return sum(1 for n in sub.graph.nodes if n.op not in ("placeholder", "output"))
 
 
-def find_cover(signature: str, sub: fx.GraphModule, input_vals, candidates, writable=frozenset()):
+def find_cover(signature: str, sub: fx.GraphModule, input_vals, candidates, writable=frozenset(),
+               room: int | None = None, rounding: int = 1):
     """``(key, Cover)`` of the candidate whose code computes region ``sub`` (signature ``signature``) with the fewest
-    extra outputs, or None. ``candidates``: ``(key, sub, input_vals, overwrites)`` of other regions, where
-    ``overwrites`` are the input positions that candidate's code may write over; ``writable``: the positions of
-    ``sub``'s inputs its callers give up to it (their last use)."""
+    extra outputs and adds at most ``room`` bytes (None: no limit), or None; :func:`covers` lists them all."""
+    for key, cover, added in covers(signature, sub, input_vals, candidates, writable, rounding):
+        if room is None or added <= room:
+            return key, cover
+    return None
+
+
+def covers(signature: str, sub: fx.GraphModule, input_vals, candidates, writable=frozenset(), rounding: int = 1):
+    """``[(key, Cover, bytes the call adds)]`` of the candidates whose code computes region ``sub`` (signature
+    ``signature``), fewest extra outputs first. ``candidates``: ``(key, sub, input_vals, overwrites)`` of other
+    regions, where ``overwrites`` are the input positions that candidate's code may write over; ``writable``: the
+    positions of ``sub``'s inputs its callers give up to it (their last use). The bytes added are the dropped outputs
+    and the copies, rounded as the allocator rounds (``rounding``)."""
     mine = _outputs(sub)
     if mine is None:
-        return None
+        return []
     n_in, n_out, n_ops = len(input_vals), len(mine), _ops(sub)
-    best = None
+    found_all = []
     for key, big, big_vals, overwrites in candidates:
         theirs = _outputs(big)
         if theirs is None or not n_out < len(theirs) <= n_out + MAX_DROPPED or len(big_vals) < n_in \
                 or _ops(big) <= n_ops:
             continue
         extra = len(theirs) - n_out
-        if best is not None and extra >= len(best[1].dropped):
-            continue
         for dropped in itertools.combinations(range(len(theirs)), extra):
             kept = tuple(i for i in range(len(theirs)) if i not in dropped)
             found = restricted_signature(big, big_vals, kept)
@@ -85,9 +96,19 @@ def find_cover(signature: str, sub: fx.GraphModule, input_vals, candidates, writ
             holders = tuple(p for p in range(len(big_vals)) if p not in used)
             copies = _copies(used, holders, big_vals, overwrites, writable)
             if copies is not None:
-                best = (key, Cover(inputs=used, placeholders=holders, kept=kept, dropped=dropped, copies=copies))
+                found_all.append((key, Cover(inputs=used, placeholders=holders, kept=kept, dropped=dropped,
+                                             copies=copies),
+                                  _added_bytes(theirs, dropped, copies, big_vals, rounding)))
             break  # another choice of dropped outputs computes the same
-    return best
+    return sorted(found_all, key=lambda f: (len(f[1].dropped), f[2]))
+
+
+def _added_bytes(outs, dropped, copies, big_vals, rounding: int) -> int:
+    """What a covered call allocates beyond the region's own code: the dropped outputs and the copies."""
+    vals = [outs[i].meta.get("val") for i in dropped] + [big_vals[p] for p in copies]
+    if not all(isinstance(v, torch.Tensor) for v in vals):
+        return 1 << 62  # unknown: too much
+    return sum(tensor_bytes(v, rounding) for v in vals)
 
 
 def _copies(used, holders, big_vals, overwrites, writable) -> tuple | None:

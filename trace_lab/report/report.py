@@ -73,11 +73,15 @@ def _again(regs: list[dict]) -> str:
 
 
 def _region_compile(r: dict) -> str:
-    """'hit', '0.76 s', or "runs fusion2's code" (a region run by the code of one it is part of: region_cover)."""
+    """'hit', '0.76 s', or "runs fusion2's code" (a region run by the code of one it is part of: region_cover), with
+    why not where such a region compiled on its own."""
     by = r.get("runs_code_of")
     if by:
         return f"runs {by}'s code"
-    return "hit" if r.get("cache_hit") else format(r.get("compile_seconds", 0.0), ".2f") + " s"
+    if r.get("cache_hit"):
+        return "hit"
+    refused = r.get("cover_refused")  # "fusion1, whose code would add 16.00 KiB on its line, which is at the ..."
+    return format(r.get("compile_seconds", 0.0), ".2f") + " s" + (f" (part of {refused})" if refused else "")
 
 
 def _region_rows(programs: list[dict], listed: int = 12) -> list[tuple[str, str]]:
