@@ -118,6 +118,8 @@ def test_widget_controls_are_the_schema():
     assert list(view.controls) == names("widget")
     for name, control in view.controls.items():
         assert control.description == (OPTIONS[name].label or name)
+        if hasattr(control.style, "description_width") and OPTIONS[name].type is int:  # a number box's label is
+            assert control.style.description_width == "initial", name  # never cut at ipywidgets' 80 px
     assert view.options_from_controls() == start  # each control shows its option's value
     view.controls["fusion"].value = "memory"
     view.controls["fusion_cache"].value = False
@@ -125,6 +127,11 @@ def test_widget_controls_are_the_schema():
     changed = view.options_from_controls()
     assert changed == RunOptions(fusion="memory", fusion_cache=False, runs=0)
     assert view._changes(changed) == "fusion=memory, cache off, runs=0"
+    view.controls["profile"].value = True
+    view.controls["profile_calls"].value = 3  # how many calls each line's median is over (notes of session 29)
+    profiled = view.options_from_controls()
+    assert (profiled.profile, profiled.profile_calls) == (True, 3)
+    assert view._changes(profiled) == "fusion=memory, cache off, runs=0, lines timed on, profile_calls=3"
 
 
 def test_docs_table_is_generated_from_the_schema():

@@ -177,8 +177,8 @@ SCHEMA: tuple[Option, ...] = (
                 "line (host time; on CUDA also its kernels' device time): the Trace tab's time column and the "
                 "Timeline tab (trace_lab.profile_lines). With "
                 "cuda_graphs the replayed graph has no lines: the Timeline shows the call and its kernels."),
-    Option("profile_calls", int, 1, stage="run", surfaces=frozenset({"inspect", "magic", "cell"}), minimum=1,
-           metavar="N", rule="give a whole number of calls, 1 or more",
+    Option("profile_calls", int, 1, stage="run", surfaces=frozenset({"inspect", "magic", "cell", "widget"}), minimum=1,
+           metavar="N", rule="give a whole number of calls, 1 or more", label="profiled calls",
            help="with profile: profile N calls and give each line its median over them (trace_lab.profile_lines' "
                 "repeat=N), so one slow call does not set a line's figure; the Timeline draws the call whose total "
                 "is the median. Each call runs under its own profiler, after an untimed one."),

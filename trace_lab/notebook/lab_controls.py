@@ -45,11 +45,14 @@ def _control(W, opt, value):
         return W.Dropdown(options=list(opt.choices), value=value, description=label, layout=W.Layout(width="190px"))
     if opt.type is bool:
         return W.Checkbox(value=value, description=label, indent=False, layout=W.Layout(width="auto"))
+    # a number box: its label at its own width (ipywidgets cuts a description at 80 px: "profiled c..."), then
+    # room for a few digits
+    style, width = {"description_width": "initial"}, f"{70 + 8 * len(label)}px"
     if opt.none_ok or opt.default is None:
         return W.Text(value="" if value is None else str(value), placeholder="none", description=label,
-                      layout=W.Layout(width="130px"))
-    return W.BoundedIntText(value=value, min=opt.minimum or 0, max=10000, description=label,
-                            layout=W.Layout(width="130px"))
+                      style=style, layout=W.Layout(width=width))
+    return W.BoundedIntText(value=value, min=opt.minimum or 0, max=10000, description=label, style=style,
+                            layout=W.Layout(width=width))
 
 
 def _control_value(opt, control):
