@@ -75,6 +75,9 @@ def test_repeat_gives_each_line_the_median_of_its_calls(monkeypatch):
     jfn = type("J", (), {"programs": [object()]})()
     prof = lp.profile_lines(jfn, repeat=3)
     assert [(ln.host_us, ln.device_us) for ln in prof.lines] == [(20.0, 0.0), (2.0, 7.0)]
+    # and the fastest and slowest of the three (the Timeline's range columns)
+    assert [(ln.host_range, ln.device_range) for ln in prof.lines] == [((10.0, 30.0), (0.0, 0.0)),
+                                                                      ((1.0, 90.0), (5.0, 50.0))]
     assert prof.call_us == 200.0 and prof.calls == 3
     # line totals per call: a 10 + 5 = 15, b 30 + 50 = 80, c 20 + 90 = 110: the median is b
     assert prof.spans == [("host", "b", 0.0, 1.0)]

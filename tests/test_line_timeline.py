@@ -69,6 +69,14 @@ def test_profile_calls_times_each_line_as_its_median_over_the_calls(profiled):
     assert sorted((ln["kind"], ln["index"]) for ln in report.line_times["lines"]) == sorted(expected)
     assert "Every line of 3 more calls" in timeline_html(report)
     assert "Every line of one more call" in timeline_html(profiled)
+    # the slowest lines table gives each line's fastest-slowest over the calls beside its median
+    for ln in report.line_times["lines"]:
+        assert ln["host_range"][0] <= ln["host_us"] <= ln["host_range"][1], ln
+    html = timeline_html(report)
+    slowest = max(report.line_times["lines"], key=lambda ln: ln["host_us"])
+    lo, hi = slowest["host_range"]
+    assert "<th>host range</th>" in html and f"{lo:,.1f}&ndash;{hi:,.1f}" in html
+    assert "host range" not in timeline_html(profiled)  # one call: no range
 
 
 def test_profile_calls_without_profile_times_nothing_and_says_so():

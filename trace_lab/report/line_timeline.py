@@ -63,6 +63,11 @@ def _lane_svg(spans: list, cut: int) -> str:
     return "".join(out) + f'<div class="tl-placeholder">one call: {esc(said)}{esc(more)}</div>'
 
 
+def _range_cell(r) -> str:
+    """'33.1-60.8': a line's fastest and slowest time over the profiled calls (empty for a line some call lacked)."""
+    return f"<td class='tl-num'>{r[0]:,.1f}&ndash;{r[1]:,.1f}</td>" if r else "<td></td>"
+
+
 def _longest_first(ln: dict) -> float:
     """Sort key: a line costs the longer of launching it and running its kernels (run/line_profile.line_cost);
     ranked by the device column alone, a host-bound call's lines (equal kernels) came out in no useful order."""
@@ -106,10 +111,17 @@ def timeline_html(report) -> str:
         return (f'<p>{esc(data.get("note") or "no line was timed")}.</p>'
                 + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0)))
     lines = sorted(data["lines"], key=_longest_first)
+    spread = any(ln.get("host_range") for ln in lines)  # several calls profiled: each line's fastest-slowest
+
+    def times(ln) -> str:
+        cells = f"<td class='tl-num'>{ln['host_us']:,.1f}</td>" + (_range_cell(ln.get("host_range")) if spread else "")
+        if device:
+            cells += f"<td class='tl-num'>{ln['device_us']:,.1f}</td>" + (_range_cell(ln.get("device_range"))
+                                                                          if spread else "")
+        return cells
+
     top = "".join(f"<tr><td>{esc(ln['kind'])} #{ln['program']}</td><td class='tl-wrap'><code>{esc(ln['label'])}</code></td>"
-                  f"<td class='tl-num'>{ln['host_us']:,.1f}</td>"
-                  + (f"<td class='tl-num'>{ln['device_us']:,.1f}</td>" if device else "")
-                  + f"<td class='tl-wrap'>{esc(ln['source'] or '')}</td></tr>" for ln in lines[:15])
+                  + times(ln) + f"<td class='tl-wrap'>{esc(ln['source'] or '')}</td></tr>" for ln in lines[:15])
     sums: dict[str, list[float]] = {}
     for ln in data["lines"]:
         acc = sums.setdefault(ln["source"] or "(no source line)", [0.0, 0.0])
@@ -123,13 +135,16 @@ def timeline_html(report) -> str:
         "CPU: the host's time is the program's time (one lane)"
     longer = "<p>each line ranked by the longer of its host and device times</p>" if device else ""
     calls = int(data.get("calls") or 1)
+    top_head = "<th>host us</th>" + ("<th>host range</th>" if spread else "") \
+        + ((dev_head + ("<th>device range</th>" if spread else "")) if device else "")
+    spread_note = (f"<p>us: the median over the {calls} calls; range: the fastest and the slowest of them</p>"
+                   if spread else "")
     what = "one more call" if calls == 1 else \
         f"{calls} more calls, each line's times their median over the calls (the lanes draw the median call)"
     return (f"<p>Every line of {what}, timed under torch.profiler ({esc(lanes)}). "
             "<code>trace_lab.profile_lines(jfn, x).export_chrome_trace(path)</code> writes the same call for "
             "Perfetto.</p>" + _lane_svg(data.get("spans") or [], data.get("spans_cut", 0))
-            + f"<h5>slowest lines</h5>{longer}<div class='tl-scroll'><table><tr><th>part</th><th>line</th>"
-            "<th>host us</th>"
-            f"{dev_head}<th>source</th></tr>{top}</table></div>{_regions_html(data['lines'], device)}"
+            + f"<h5>slowest lines</h5>{longer}{spread_note}<div class='tl-scroll'><table><tr><th>part</th>"
+            f"<th>line</th>{top_head}<th>source</th></tr>{top}</table></div>{_regions_html(data['lines'], device)}"
             f"<h5>per source line</h5><div class='tl-scroll'><table>"
             f"<tr><th>source</th><th>host us</th>{dev_head}</tr>{src}</table></div>")

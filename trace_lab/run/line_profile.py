@@ -47,6 +47,9 @@ class LineTime:
     host_us: float
     device_us: float
     region: bool = False  # a fused region's call (one line of the final trace), not a single op
+    # with more than one profiled call: (fastest, slowest) of the line's host / device times over the calls
+    host_range: tuple | None = None
+    device_range: tuple | None = None
 
 
 CALL_LABEL = "trace_lab call"  # the profiled call's own range (the host lane of a replayed CUDA graph)
@@ -202,8 +205,8 @@ def profile_lines(jfn, *args, loss=None, kwargs: dict | None = None, repeat: int
 
 def _median_of(calls: list[LineProfile]) -> LineProfile:
     """One profile of ``len(calls)`` calls: each line's median host and device time over the calls (a line
-    some call lacks keeps the calls that have it), the call time's median; the spans and the profiler of the
-    call whose lines' total is the median."""
+    some call lacks keeps the calls that have it) and their range, the call time's median; the spans and the
+    profiler of the call whose lines' total is the median."""
     from statistics import median
 
     totals = sorted(range(len(calls)),
@@ -213,8 +216,14 @@ def _median_of(calls: list[LineProfile]) -> LineProfile:
     for call in calls:
         for ln in call.lines:
             times.setdefault(ln.label, []).append(ln)
+    def spread(values) -> tuple:
+        values = [float(v) for v in values]
+        return (min(values), max(values))
+
     result.lines = [replace(ln, host_us=float(median(t.host_us for t in times[ln.label])),
-                            device_us=float(median(t.device_us for t in times[ln.label]))) for ln in result.lines]
+                            device_us=float(median(t.device_us for t in times[ln.label])),
+                            host_range=spread(t.host_us for t in times[ln.label]),
+                            device_range=spread(t.device_us for t in times[ln.label])) for ln in result.lines]
     result.call_us = float(median(c.call_us for c in calls))
     result.calls = len(calls)
     if result.lines:  # (a replayed CUDA graph has no lines: its note stays)
