@@ -495,12 +495,14 @@ def _headroom(live) -> dict:
 
 
 def _plan_covers(jobs, pending: dict, donatable: dict, headroom: dict, rounding: int) -> dict:
-    """({cache key -> (covering key, Cover, its input values)}, [(cache key, covering region, bytes added, room)]):
-    the first for each region about to compile
-    that another region of the program contains (:mod:`.region_cover`), where the outputs it would compute and drop
-    and the arguments it would copy fit under the program's predicted peak on every line of that key (``headroom``).
-    The covering region is one that compiles or is cached, never one that is covered itself; smaller regions are
-    matched first. The second lists the regions a cover was found for that did not fit (for the executor's notes)."""
+    """Which regions about to compile run another region's code instead (:mod:`.region_cover`), as a pair:
+
+    * ``{cache key: (covering key, Cover, the covering region's input values)}``, for each region another region
+      of the program contains, where the outputs it would compute and drop and the arguments it would copy fit
+      under the program's predicted peak on every line of that key (``headroom``). The covering region compiles
+      or is cached, and is never covered itself; smaller regions are matched first.
+    * ``[(cache key, covering region's name, bytes the cover would add, bytes below the peak)]`` for the regions
+      a cover was found for that did not fit: the Report says why they compiled on their own."""
     by_key = {}
     for node, sub, input_vals, _plan, signature, key, over in jobs:
         entry = by_key.setdefault(key, {"sub": sub, "vals": input_vals, "signature": signature, "over": over,

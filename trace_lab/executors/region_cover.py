@@ -2,10 +2,11 @@
 
 In a layer stack whose first layer's input needs no gradient, that layer's backward region is its repeats' minus
 the input's gradient (and minus the ops and the input only that gradient reads): the same computation restricted,
-yet another signature, so it compiled once more (~3 s of Inductor's GIL-bound Python per layer region on an
-H100). :func:`find_cover` finds such a pair among one program's regions: region R is *covered* by region C when
-C's signature restricted to some of C's outputs (at most :data:`MAX_DROPPED` dropped, order kept:
-:func:`trace_lab.passes.signature.restricted_signature`) equals R's signature, input descriptors included.
+yet another signature, so it compiled once more (on an H200, cold, llama 8 layers: the backward's executor took
+3.19 s with that compile and 2.34 s without). :func:`covers` finds such pairs among one program's regions:
+region R is *covered* by region C when C's signature restricted to some of C's outputs (at most
+:data:`MAX_DROPPED` dropped, order kept: :func:`trace_lab.passes.signature.restricted_signature`) equals R's
+signature, input descriptors included.
 :func:`covered_call` then runs C's compiled code for R: R's arguments go to the inputs they are, the inputs only
 the dropped outputs read get placeholders of their recorded layout (made once, kept with the call), and the dropped
 outputs are freed as the call returns. The executor measures the call as it measures any region, so those
