@@ -12,6 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench  # noqa: E402
+from script_loader import load_script  # noqa: E402
 
 
 def _row(name, steady, stats=None):
@@ -124,3 +125,13 @@ def test_a_later_run_met_on_too_few_runs_is_quoted_unjudged_not_replaced_by_an_o
     text = bench.format_tables([("old.json", older), ("new.json", newer)])
     line = next(ln for ln in text.splitlines() if ln.startswith("| Adam.step, default options"))
     assert "| n/a | not judged (default has 2 of 3 runs)" in line and "`new.json`" in line, line
+
+
+def test_first_call_ab_reads_each_variant_of_jit_options():
+    """benchmarks/first_call_ab.py --options: one variant per value, name=value pairs read as Python literals."""
+    ab = load_script("benchmarks/first_call_ab.py")
+    assert ab._options("cover_regions=False, fusion_cache=True") == {"cover_regions": False, "fusion_cache": True}
+    assert ab._options("max_region_ops=70") == {"max_region_ops": 70}
+    assert ab._options("-") == {}
+    with pytest.raises(SystemExit, match="give name=value"):
+        ab._options("cover_regions")
