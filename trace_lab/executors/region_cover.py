@@ -129,14 +129,13 @@ def _copies(used, holders, big_vals, overwrites, writable) -> tuple | None:
 def covered_call(fn, cover: Cover, big_vals, by: str):
     """``fn(*inputs) -> tuple`` for the covered region, running the covering region's compiled ``fn`` (which takes
     ``big_vals``' layouts); with ``fn.boxed`` it offers ``boxed(list)`` too (the list is handed over and cleared).
-    ``by`` names the covering region; the call carries ``covered_by`` and ``cover`` for the Report."""
+    ``by`` is the covering region's cache key (the executor names the region from it, in the program at hand); the
+    call carries it as ``covered_by``, and ``cover``, for the Report."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily():  # the executor runs inside the capture's fake mode
         holders = {p: example_tensor(big_vals[p]) for p in cover.placeholders}
-    width, inputs, kept = len(big_vals), cover.inputs, cover.kept
-
-    copies = cover.copies
+    width, inputs, kept, copies = len(big_vals), cover.inputs, cover.kept, cover.copies
 
     def widen(args):
         full = [None] * width
