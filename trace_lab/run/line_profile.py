@@ -216,6 +216,7 @@ def _median_of(calls: list[LineProfile]) -> LineProfile:
     for call in calls:
         for ln in call.lines:
             times.setdefault(ln.label, []).append(ln)
+
     def spread(values) -> tuple:
         values = [float(v) for v in values]
         return (min(values), max(values))
