@@ -126,6 +126,48 @@ def test_cache_builds_each_layer_once(strategy):
         assert built[(4, False)][0] > built[(4, True)][0] and built[(4, False)][1] == 0, built
 
 
+def test_first_layer_backward_runs_its_repeats_definitions():
+    """cover_regions with nvFuser (fusion="layers"): in a stack whose input needs no gradient, the first layer's
+    backward region is its repeats' minus that gradient; with the cover it runs the repeats' region program (fewer
+    definitions built), without it compiles its own. Both against eager (outputs, gradients), memory as above."""
+    from examples.llama import LlamaStack
+
+    built, covered, compiled_names = {}, {}, {}
+    for cover in (True, False):
+        torch.manual_seed(0)
+        model = LlamaStack(layers=3, dim=32, heads=4).cuda()
+        ref = LlamaStack(layers=3, dim=32, heads=4).cuda()
+        ref.load_state_dict(model.state_dict())
+        x = torch.randn(4, 128, 32, device="cuda")  # needs no gradient
+
+        def call(f, m):
+            out = f(x)
+            out.float().sum().backward()
+            return compare.snapshot(out, m, (x,))
+
+        eager = call(ref, ref)
+        jfn = jit(model, fusion="layers", executor="nvfuser", cover_regions=cover)
+        got = call(jfn, model)
+        cmp = compare.compare_runs(got, eager)
+        assert cmp.ok, (cover, cmp.problems[:5])
+        assert any(where.startswith("grads") for where, _, _ in _rel_errors(got, eager))
+        for where, err, dtype in _rel_errors(got, eager):
+            assert err <= 1e-4, (cover, where, err)
+        model.zero_grad(set_to_none=True)
+        with jfn.measuring():
+            jfn(x).float().sum().backward()
+        for m in jfn.measurements:
+            assert m.measured_peak_above_inputs is not None
+            assert m.measured_peak_above_inputs <= 1.5 * m.predicted_peak_above_inputs + (1 << 20), m
+        built[cover] = jfn._executors["nvfuser"].misses
+        rows = list(jfn.programs[0].backward.compiled.regions.values())
+        covered[cover] = [(r.name, r.details.get("runs_code_of"), r.details.get("drops_outputs")) for r in rows
+                          if r.details.get("runs_code_of")]
+        compiled_names[cover] = {r.name for r in rows if not r.cache_hit}
+    assert len(covered[True]) == 1 and covered[True][0][1] in compiled_names[True] and covered[True][0][2] == 1, covered
+    assert covered[False] == [] and built[True] < built[False], (covered, built)
+
+
 def test_definition_text_on_request(strategy_pass):
     from trace_lab.executors.nvfuser import region_definitions
 

@@ -108,7 +108,7 @@ SCHEMA: tuple[Option, ...] = (
                 "choice marked on it, so that each kind of layer compiles one forward and one backward region; "
                 "kept only when no layer then saves more bytes. Off: the partition as AOTAutograd makes it."),
     Option("cover_regions", bool, True, stage="executor", word="covering regions",
-           help="with the fusion cache and Inductor: a region that another region of the program contains (the same "
+           help="with the fusion cache (Inductor or nvFuser): a region that another region of the program contains (the same "
                 "ops and inputs, minus outputs it does not return: the first layer's backward, whose input needs no "
                 "gradient) runs that region's compiled code and drops the extra outputs, one compile fewer, where "
                 "those outputs fit under the program's predicted peak on its line (they count as its workspace). "

@@ -51,14 +51,13 @@ import torch.fx as fx
 from ..analysis.region_record import RegionRecord, plan_record
 from ..analysis.storage import CUDA_ROUNDING
 from ..errors import TraceLabError
-from ..ir.printer import format_bytes, plural
 from ..ir.trace import Trace, is_getitem, tensor_values
 from .interface import CompiledProgram, Executor, register
 from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_compile, inductor_can_fuse, inductor_fuse_reason  # noqa: F401 - the table, re-exported
 from ..runtime import generate
 from .compile_pool import THREADS, compile_all
 from .fusion_cache import FusionCache, region_signature, signature_hash
-from .region_cover import covered_call, covers
+from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers
 from .workspace import example_tensor as _example
 from .workspace import compiled_region, measure_workspace
 
@@ -385,7 +384,7 @@ class InductorExecutor(Executor):
             slot = key if self.fusion_cache else i
             if slot not in pending and key not in self.cache:
                 pending[slot] = (sub, input_vals, over)
-        covers, covers_refused = _plan_covers(jobs, pending, donatable, _headroom(live), rounding) \
+        covers, covers_refused = plan_covers(jobs, pending, donatable, headroom(live), rounding) \
             if self.cover_regions and pending else ({}, [])
         for key in covers:
             del pending[key]
@@ -436,16 +435,11 @@ class InductorExecutor(Executor):
                 self._measured[measured] = measure_workspace(fn, input_vals, rounding, donate)
             workspace, out_bytes, layout = self._measured[measured]
             if hasattr(fn, "cover"):  # the covering region's code: its own in-place positions apply, not ``over``
-                details = {"runs_code_of": names_by_key.get(fn.covered_by, "a region compiled for an earlier program"),
-                           "drops_outputs": len(fn.cover.dropped),
-                           "placeholder_inputs": len(fn.cover.placeholders), "copied_inputs": len(fn.cover.copies)}
+                details = cover_details(fn, names_by_key)
             else:
                 details = {"in_place_over": list(over)} if over else {}
                 if not hit and key in refused:  # it is part of another region, whose code would raise the peak
-                    by, added, room = refused[key]
-                    details["cover_refused"] = (f"{by}, whose code would add {format_bytes(added)} on its line, "
-                                                + (f"only {format_bytes(room)} below the predicted peak" if room
-                                                   else "which is at the predicted peak"))
+                    details.update(cover_details(None, names_by_key, refused[key]))
             records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
                                                  name=str(node.target), signature=signature_hash(signature),
                                                  cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes,
@@ -464,18 +458,7 @@ class InductorExecutor(Executor):
             if len(pending) > 1 and THREADS > 1:
                 notes.append(f"{len(pending)} regions compiled at once on {min(THREADS, len(pending))} threads: "
                              "each region's compile seconds overlap the others'")
-            runs_other = [r for r in rows if "runs_code_of" in r.details]
-            if runs_other:
-                pairs = ", ".join(f"{r.name} runs {r.details['runs_code_of']}" for r in runs_other[:4])
-                dropped = sum(r.details["drops_outputs"] for r in runs_other)
-                notes.append(f"{plural(len(runs_other), 'region')} run{'s' if len(runs_other) == 1 else ''} the "
-                             f"compiled code of a region it is part of ({pairs}{', ...' if len(runs_other) > 4 else ''}"
-                             f"), computing {plural(dropped, 'output')} dropped on return: "
-                             f"{plural(len(runs_other), 'compile')} fewer (cover_regions)")
-            for r in rows:
-                if "cover_refused" in r.details:
-                    notes.append(f"{r.name} is part of {r.details['cover_refused']}: compiled on its own "
-                                 "(cover_regions never raises the predicted peak)")
+            notes.extend(cover_notes(rows))
             notes.extend(_workspace_notes(rows))
             donating = [r for r in rows if r.donated]
             if donating:
@@ -484,48 +467,6 @@ class InductorExecutor(Executor):
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
                                source=program.source, regions=records, notes=notes, generated=program,
                                region_code=codes)
-
-
-def _headroom(live) -> dict:
-    """Region node -> the bytes its line may add without raising the program's predicted peak."""
-    if live is None:
-        return {}
-    return {ln.node: live.peak_bytes - ln.high_water - max(0, ln.workspace) for ln in live.lines
-            if ln.node.op == "call_module"}
-
-
-def _plan_covers(jobs, pending: dict, donatable: dict, headroom: dict, rounding: int) -> dict:
-    """Which regions about to compile run another region's code instead (:mod:`.region_cover`), as a pair:
-
-    * ``{cache key: (covering key, Cover, the covering region's input values)}``, for each region another region
-      of the program contains, where the outputs it would compute and drop and the arguments it would copy fit
-      under the program's predicted peak on every line of that key (``headroom``). The covering region compiles
-      or is cached, and is never covered itself; smaller regions are matched first.
-    * ``[(cache key, covering region's name, bytes the cover would add, bytes below the peak)]`` for the regions
-      a cover was found for that did not fit: the Report says why they compiled on their own."""
-    by_key = {}
-    for node, sub, input_vals, _plan, signature, key, over in jobs:
-        entry = by_key.setdefault(key, {"sub": sub, "vals": input_vals, "signature": signature, "over": over,
-                                        "writable": None, "room": None, "name": str(node.target)})
-        mine = frozenset(donatable.get(node, ()))  # what every region of this key gives up
-        entry["writable"] = mine if entry["writable"] is None else entry["writable"] & mine
-        room = headroom.get(node, 0)
-        entry["room"] = room if entry["room"] is None else min(entry["room"], room)
-    chosen: dict = {}
-    too_big = []  # (region, covering region, bytes it would add, bytes under the peak on its line)
-    for key in sorted(pending, key=lambda k: len(by_key[k]["sub"].graph.nodes)):
-        mine = by_key[key]
-        candidates = [(k, e["sub"], e["vals"], e["over"]) for k, e in by_key.items() if k != key and k not in chosen]
-        found = covers(mine["signature"], mine["sub"], mine["vals"], candidates, mine["writable"], rounding)
-        fits = [f for f in found if f[2] <= mine["room"]]
-        if fits:
-            chosen[key] = fits[0][:2]
-        elif found:
-            too_big.append((key, by_key[found[0][0]]["name"], found[0][2], max(0, mine["room"])))
-    for key in list(chosen):  # a region another one runs the code of compiles itself
-        if chosen[key][0] in chosen:
-            del chosen[key]
-    return {key: (by, cover, by_key[by]["vals"]) for key, (by, cover) in chosen.items()}, too_big
 
 
 def _inplace_positions(jobs, donatable: dict, one_per_signature: bool = False) -> dict:

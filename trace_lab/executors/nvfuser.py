@@ -33,6 +33,8 @@ from .workspace import compiled_region, measure_workspace
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import RegionProgram, Segment, build_definition, segment_signature, split_region, torch_target
+from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers
+from ..passes.signature import region_signature
 
 __all__ = ["NvFuserExecutor", "region_definitions"]
 
@@ -119,7 +121,7 @@ class NvFuserExecutor(Executor):
     compiles_library_ops = True  # a layer's region (fusion="layers") holds its matmuls: fd.ops.matmul
 
     def __init__(self, fusion_cache: bool = True, keep_definitions: bool = False, verify: bool = False,
-                 contiguous_inputs: bool = False, index_math: bool = False):
+                 contiguous_inputs: bool = False, index_math: bool = False, cover_regions: bool = True):
         self.nvf = require_nvfuser()
         # index_math=False (default): ops with integer/bool results (the causal mask built from
         # arange) run in torch. Fused, nvFuser 0.2.36 got llama's programs wrong on the H200 (they
@@ -130,6 +132,8 @@ class NvFuserExecutor(Executor):
         self.verify = verify  # debug: also run every segment through torch and record disagreements
         self.mismatches: list[dict] = []
         self.fusion_cache = fusion_cache
+        self.cover_regions = bool(fusion_cache) and bool(cover_regions)
+        self._programs: dict[str, tuple] = {}  # region signature -> (RegionProgram, its definitions), compiled here
         self.keep_definitions = keep_definitions
         self._defs: dict[str, _Definition] = {}
         self._lru = None
@@ -141,7 +145,7 @@ class NvFuserExecutor(Executor):
 
     @classmethod
     def from_options(cls, options) -> "NvFuserExecutor":
-        return cls(fusion_cache=options.fusion_cache)
+        return cls(fusion_cache=options.fusion_cache, cover_regions=getattr(options, "cover_regions", True))
 
     def fusible_reason(self, node: fx.Node) -> str | None:
         return fusible_reason(node, index_math=self.index_math)
@@ -211,14 +215,25 @@ class NvFuserExecutor(Executor):
         definitions: dict[str, list] = {}
         hits0, misses0 = self.hits, self.misses
         region_nodes = [n for n in trace.ops if n.op == "call_module"]
-        for done, node in enumerate(region_nodes):
-            self.report_region(done, len(region_nodes), str(node.target))
-            program, record, fds = self._compile_region(trace, node, notes)
+        sigs, covers, refused = self._plan_covers(trace, region_nodes)
+        # regions that run another region's code come last: that region has compiled by then
+        order = [n for n in region_nodes if n not in covers] + [n for n in region_nodes if n in covers]
+        names: dict[str, str] = {}  # region signature -> the name of its first region in this program
+        for done, node in enumerate(order):
+            self.report_region(done, len(order), str(node.target))
+            if node in covers:
+                program, record, fds = self._covered_region(node, covers[node], names)
+            else:
+                program, record, fds = self._compile_region(trace, node, notes, refused.get(node))
+                names.setdefault(sigs[node], record.name)
+                self._programs.setdefault(sigs[node], (program, fds))
             programs[node] = program
             regions[node.name] = record
             definitions[record.name] = fds
+        regions = {n.name: regions[n.name] for n in region_nodes}  # program order
         if region_nodes:
             self.report_region(len(region_nodes), len(region_nodes))
+        notes.extend(cover_notes(list(regions.values())))
         if not regions:
             notes.append("no fused regions: every op ran through torch (pick a fusion strategy to use nvFuser)")
         else:
@@ -233,11 +248,52 @@ class NvFuserExecutor(Executor):
                                    source=program.source, regions=regions, notes=notes, generated=program)
         compiled.definitions = definitions  # region name -> [FusionDefinition]; see region_definitions()
         # region name -> RegionProgram (its segments and their runners: run/repro.py writes one as a file)
-        compiled.region_programs = {plan_record(n).name: programs[n] for n in region_nodes}
+        compiled.region_programs = {plan_record(n).name: programs[n] for n in region_nodes if n not in covers}
         compiled.region_code = {name: (lambda fds=fds: "\n\n".join(repr(fd) for fd in fds)) for name, fds in definitions.items()}
         return compiled
 
-    def _compile_region(self, trace: Trace, node: fx.Node, notes: list[str]):
+    def _plan_covers(self, trace: Trace, region_nodes: list) -> tuple[dict, dict, dict]:
+        """(region node -> its signature, covered node -> (covering signature, Cover, covering input values),
+        node -> (covering region's name, bytes, room) for covers refused by the peak rule): as the Inductor
+        executor plans them (:func:`.region_cover.plan_covers`). nvFuser's regions write over none of their
+        inputs, so a cover never copies; a region whose signature compiled here before is not covered."""
+        sigs, jobs = {}, []
+        for node in region_nodes:
+            sub = trace.gm.get_submodule(node.target)
+            vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
+            plan = plan_record(node)
+            sigs[node] = plan.signature or region_signature(sub, vals)
+            jobs.append((node, sub, vals, plan, sigs[node], sigs[node], ()))
+        pending = {sigs[n]: None for n in region_nodes if sigs[n] not in self._programs}
+        if not self.cover_regions or not pending:
+            return sigs, {}, {}
+        live = trace.liveness(materialized_regions=False)
+        covers, too_big = plan_covers(jobs, pending, {}, headroom(live), CUDA_ROUNDING)
+        by_sig = {sig: (by, cover, by_vals) for sig, (by, cover, by_vals) in covers.items()}
+        too_big = {sig: rest for sig, *rest in too_big}
+        return (sigs, {n: by_sig[sigs[n]] for n in region_nodes if sigs[n] in by_sig},
+                {n: too_big[sigs[n]] for n in region_nodes if sigs[n] in too_big})
+
+    def _covered_region(self, node: fx.Node, covering: tuple, names: dict):
+        """A region that runs the code of one it is part of (:func:`.region_cover.covered_call`): no definition
+        of its own; its record names the covering region, and its workspace (the dropped outputs among it) is
+        measured on the call as any region's."""
+        by, cover, by_vals = covering
+        program, fds = self._programs[by]
+        call = covered_call(program, cover, by_vals, by)
+        plan = plan_record(node)
+        input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
+        key = ("covered", by, cover)
+        if key not in self._workspace:
+            self._workspace[key] = measure_workspace(call, input_vals, CUDA_ROUNDING)
+        workspace, out_bytes, layout = self._workspace[key]
+        record = compiled_region(node, layout, workspace, CUDA_ROUNDING, executor="nvfuser", name=plan.name,
+                                 signature=plan.signature, cache_hit=True, compile_seconds=0.0,
+                                 output_bytes=out_bytes,
+                                 details={"segments": [], "torch_ops": [], **cover_details(call, names)})
+        return call, record, fds
+
+    def _compile_region(self, trace: Trace, node: fx.Node, notes: list[str], refused: tuple | None = None):
         gm = trace.gm.get_submodule(node.target)
         plan = plan_record(node)
         name = plan.name
@@ -284,7 +340,8 @@ class NvFuserExecutor(Executor):
             cache_hit=bool(fused) and all(e["cache_hit"] for e in fused),
             compile_seconds=sum(e["compile_seconds"] for e in seg_entries), output_bytes=out_bytes,
             split=tuple(split_notes),
-            details={"segments": seg_entries, "torch_ops": [str(item.target) for kind, item in steps if kind == "torch"]})
+            details={"segments": seg_entries, "torch_ops": [str(item.target) for kind, item in steps if kind == "torch"],
+                     **(cover_details(None, {}, refused) if refused else {})})
         return program, record, fds
 
 

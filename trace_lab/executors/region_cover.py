@@ -10,7 +10,10 @@ signature, input descriptors included.
 :func:`covered_call` then runs C's compiled code for R: R's arguments go to the inputs they are, the inputs only
 the dropped outputs read get placeholders of their recorded layout (made once, kept with the call), and the dropped
 outputs are freed as the call returns. The executor measures the call as it measures any region, so those
-outputs count as the region's workspace in the liveness model.
+outputs count as the region's workspace in the liveness model. Both compiling executors plan covers here
+(:func:`plan_covers`, against the program's predicted peak: :func:`headroom`) and say what they did with
+:func:`cover_details` and :func:`cover_notes`: Inductor runs the covering region's compiled code, nvFuser its
+region program (definitions and torch steps; it writes over no input, so it never needs a copy).
 
 A cover is taken only where what the call adds (the dropped outputs, the copies below) fits under the program's
 predicted peak on the covered region's line: it saves compile time and never raises the peak.
@@ -30,10 +33,12 @@ import torch
 import torch.fx as fx
 
 from ..analysis.storage import tensor_bytes
+from ..ir.printer import format_bytes, plural
 from ..passes.signature import restricted_signature
 from ..runtime.call_memory import example_tensor
 
-__all__ = ["Cover", "MAX_DROPPED", "MAX_PLACEHOLDER_BYTES", "MAX_COPY_BYTES", "covers", "find_cover", "covered_call"]
+__all__ = ["Cover", "MAX_DROPPED", "MAX_PLACEHOLDER_BYTES", "MAX_COPY_BYTES", "covers", "find_cover", "covered_call",
+           "headroom", "plan_covers", "cover_details", "cover_notes"]
 
 MAX_DROPPED = 2  # outputs a covering region may compute beyond the covered one's
 MAX_PLACEHOLDER_BYTES = 8 << 20  # placeholder inputs a cover may keep alive, in all
@@ -170,3 +175,81 @@ def covered_call(fn, cover: Cover, big_vals, by: str):
                 setattr(call, attr, getattr(fn, attr))
         call.covered_by, call.cover = by, cover
     return region
+
+
+def headroom(live) -> dict:
+    """Region node -> the bytes its line may add without raising the program's predicted peak."""
+    if live is None:
+        return {}
+    return {ln.node: live.peak_bytes - ln.high_water - max(0, ln.workspace) for ln in live.lines
+            if ln.node.op == "call_module"}
+
+
+def plan_covers(jobs, pending: dict, donatable: dict, headroom: dict, rounding: int) -> tuple[dict, list]:
+    """Which regions about to compile run another region's code instead (:mod:`.region_cover`), as a pair:
+
+    ``jobs``: ``(node, region GraphModule, input values, plan, signature, cache key, input positions its code may
+    write over)`` of every region of the program; ``pending``: the cache keys about to compile; ``donatable``: region
+    node -> the argument positions its caller gives up to it; ``headroom``: :func:`headroom`'s figures.
+
+    * ``{cache key: (covering key, Cover, the covering region's input values)}``, for each region another region
+      of the program contains, where the outputs it would compute and drop and the arguments it would copy fit
+      under the program's predicted peak on every line of that key (``headroom``). The covering region compiles
+      or is cached, and is never covered itself; smaller regions are matched first.
+    * ``[(cache key, covering region's name, bytes the cover would add, bytes below the peak)]`` for the regions
+      a cover was found for that did not fit: the Report says why they compiled on their own."""
+    by_key = {}
+    for node, sub, input_vals, _plan, signature, key, over in jobs:
+        entry = by_key.setdefault(key, {"sub": sub, "vals": input_vals, "signature": signature, "over": over,
+                                        "writable": None, "room": None, "name": str(node.target)})
+        mine = frozenset(donatable.get(node, ()))  # what every region of this key gives up
+        entry["writable"] = mine if entry["writable"] is None else entry["writable"] & mine
+        room = headroom.get(node, 0)
+        entry["room"] = room if entry["room"] is None else min(entry["room"], room)
+    chosen: dict = {}
+    too_big = []  # (region, covering region, bytes it would add, bytes under the peak on its line)
+    for key in sorted(pending, key=lambda k: len(by_key[k]["sub"].graph.nodes)):
+        mine = by_key[key]
+        candidates = [(k, e["sub"], e["vals"], e["over"]) for k, e in by_key.items() if k != key and k not in chosen]
+        found = covers(mine["signature"], mine["sub"], mine["vals"], candidates, mine["writable"], rounding)
+        fits = [f for f in found if f[2] <= mine["room"]]
+        if fits:
+            chosen[key] = fits[0][:2]
+        elif found:
+            too_big.append((key, by_key[found[0][0]]["name"], found[0][2], max(0, mine["room"])))
+    for key in list(chosen):  # a region another one runs the code of compiles itself
+        if chosen[key][0] in chosen:
+            del chosen[key]
+    return {key: (by, cover, by_key[by]["vals"]) for key, (by, cover) in chosen.items()}, too_big
+
+def cover_details(call, names_by_key: dict, refused: tuple | None = None) -> dict:
+    """A region record's details about covering: for a covered ``call`` (:func:`covered_call`'s), whose code it runs
+    (named from ``names_by_key``, cache key -> region name) and what the call adds; for a region that compiled on its
+    own because the cover did not fit, ``refused`` = (covering region's name, bytes it would add, bytes below the
+    peak) said as a reason."""
+    if call is not None:
+        return {"runs_code_of": names_by_key.get(call.covered_by, "a region compiled for an earlier program"),
+                "drops_outputs": len(call.cover.dropped), "placeholder_inputs": len(call.cover.placeholders),
+                "copied_inputs": len(call.cover.copies)}
+    by, added, room = refused
+    return {"cover_refused": f"{by}, whose code would add {format_bytes(added)} on its line, "
+                             + (f"only {format_bytes(room)} below the predicted peak" if room
+                                else "which is at the predicted peak")}
+
+
+def cover_notes(records) -> list[str]:
+    """The executor's notes on covering, from its region records' details (:func:`cover_details`)."""
+    notes = []
+    runs_other = [r for r in records if "runs_code_of" in r.details]
+    if runs_other:
+        pairs = ", ".join(f"{r.name} runs {r.details['runs_code_of']}" for r in runs_other[:4])
+        dropped = sum(r.details["drops_outputs"] for r in runs_other)
+        notes.append(f"{plural(len(runs_other), 'region')} run{'s' if len(runs_other) == 1 else ''} the "
+                     f"compiled code of a region it is part of ({pairs}{', ...' if len(runs_other) > 4 else ''}"
+                     f"), computing {plural(dropped, 'output')} dropped on return: "
+                     f"{plural(len(runs_other), 'compile')} fewer (cover_regions)")
+    for r in records:
+        if "cover_refused" in r.details:
+            notes.append(f"{r.name} is part of {r.details['cover_refused']}: compiled on its own "
+                         "(cover_regions never raises the predicted peak)")
+    return notes

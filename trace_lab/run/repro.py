@@ -302,6 +302,11 @@ def nvfuser_call_text(compiled, region: str) -> str:
     the definition says so, the visible outputs in the region's order). A region nvFuser split, or one that
     writes an input in place, is refused with the reason."""
     programs = getattr(compiled, "region_programs", None) or {}
+    runs = {r.name: r.details.get("runs_code_of") for r in (getattr(compiled, "regions", None) or {}).values()}
+    if region not in programs and runs.get(region):
+        raise TraceLabError(f"export_repro(executor='nvfuser'): {region} has no code of its own: it runs "
+                            f"{runs[region]}'s code (cover_regions). Export {runs[region]}, or jit with "
+                            "cover_regions=False")
     if region not in programs:
         raise TraceLabError(f"export_repro(executor='nvfuser'): region {region!r} was not compiled by nvFuser here "
                             f"(nvFuser regions: {', '.join(programs) or 'none'})")
