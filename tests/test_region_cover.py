@@ -82,6 +82,26 @@ def test_restricted_signature_is_the_smaller_regions_signature():
     assert find_cover(*args, room=64) is not None and find_cover(*args, room=63) is None
 
 
+def test_a_region_returning_one_intermediate_fewer_is_covered():
+    """The same ops, one output fewer: the covering region also returns an intermediate that the covered one only
+    uses inside (nvFuser's first-layer backward at full size: its repeats hand that partial gradient to the next
+    region). Dropping it costs no extra op, so a covering region needs no more ops than the covered one."""
+    def big(a, b):
+        p = torch.ops.aten.mul.Tensor(a, b)
+        return (p, torch.ops.aten.add.Tensor(p, a))
+
+    def small(a, b):
+        p = torch.ops.aten.mul.Tensor(a, b)
+        return (torch.ops.aten.add.Tensor(p, a),)
+
+    vals = [torch.randn(4, 4) for _ in range(2)]
+    gb, gs = fx.symbolic_trace(big), fx.symbolic_trace(small)
+    assert restricted_signature(gb, vals, (1,)) == (region_signature(gs, vals), (0, 1))
+    key, cover = find_cover(region_signature(gs, vals), gs, vals, [("big", gb, vals, ())])
+    assert key == "big" and cover == Cover(inputs=(0, 1), placeholders=(), kept=(1,), dropped=(0,), copies=())
+    assert find_cover(region_signature(gb, vals), gb, vals, [("small", gs, vals, ())]) is None  # never the reverse
+
+
 def test_a_cover_that_would_raise_the_peak_is_not_taken():
     """memory_peak's memory strategy (writing nothing in place): a region there is part of another, but computing
     the other's extra output would add a 256 KiB buffer on a line at the peak. The peak stays the three matrices
