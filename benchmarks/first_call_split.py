@@ -7,7 +7,8 @@
 
 Runs one first call (forward + backward) and prints each compiled part's CompilationRecord.timings(): AOTAutograd's
 capture, every pass stage, op-scratch measurement, the executor (each region's compile seconds and cache hit), graph
-recording, and what the first call spent outside them (Dynamo's tracing, the run itself). Then cProfile's top
+recording, and what the first call spent outside them (Dynamo's tracing, the run itself); and the executor's notes on
+regions that ran another region's code (``cover_regions``) or compiled on their own because that would raise the peak. Then cProfile's top
 functions by cumulative time, for the seconds no record names. cProfile slows Python-bound stages about 1.5-2x
 (2026-11-27: a 38.6 s profiled first call against 18-20 s in bench.py); ``TRACE_LAB_SPLIT_PROFILE=0`` gives the
 split at full speed, without the profile."""
@@ -66,6 +67,9 @@ for rec in jfn.compilations():
         print(f"      pass {name}: {seconds or 0:.3f} s")
     for name, seconds, hit in sorted(compiled, key=lambda r: -(r[1] or 0))[:3]:
         print(f"      region {name}: {seconds or 0:.2f} s")
+    for note in getattr(rec.compiled, "notes", None) or []:  # regions run by another region's code, or refused that
+        if "cover_regions" in note:
+            print(f"      {note}")
     named += (t["capture"] or 0) + (t["wall"] or 0)
 print(f"  named by the records: {named:.2f} s; the rest ({first - named:.2f} s): Dynamo tracing, running, autograd")
 if PROFILE:
