@@ -47,3 +47,28 @@ def test_nothing_is_warmed_when_no_region_compiles_with_inductor(checks):
     for options in ({"fusion": "dataflow", "executor": "eager"}, {"fusion": "none", "executor": "inductor"}):
         torch.testing.assert_close(trace_lab.jit(_step, **options)(x), _step(x))
     assert inductor._CPU_TOOLCHAIN is None and "trace_lab-cpu-toolchain" not in checks, checks
+
+
+def test_the_checks_thread_imports_nothing_dynamo_also_imports():
+    """The checks import Inductor's code cache and C++ builder (~900 modules, torch.distributed's among them) on first
+    use; on the thread they raced Dynamo's imports of the same packages (a fresh environment's first call once failed
+    with ModuleNotFoundError). In a fresh interpreter the thread must find them imported already."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, threading
+from torch._inductor import cpu_vec_isa
+from trace_lab.executors import inductor
+found = []
+cpu_vec_isa.valid_vec_isa_list = lambda: found.append(
+    (threading.current_thread().name, "torch._inductor.codecache" in sys.modules,
+     "torch._inductor.cpp_builder" in sys.modules))
+assert "torch._inductor.codecache" not in sys.modules  # else this test checks nothing
+inductor.warm_cpu_toolchain()
+inductor._CPU_TOOLCHAIN.join(timeout=120)
+print(found)
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "[('trace_lab-cpu-toolchain', True, True)]", run.stdout + run.stderr[-2000:]

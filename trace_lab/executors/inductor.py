@@ -201,6 +201,17 @@ def warm_cpu_toolchain() -> bool:
     if check is None:
         return False
     if _CPU_TOOLCHAIN is None:
+        # The checks import Inductor's code cache and C++ builder (about 900 modules, torch.distributed's among
+        # them) on first use. Imported on the thread, they raced the caller's Dynamo, which imports the same
+        # packages while it traces: in a fresh environment (nothing compiled to .pyc yet) a first call once failed
+        # with "No module named 'torch.distributed.tensor.experimental._context_parallel'". They are imported
+        # here, before the thread starts; Inductor imports them for its first compile anyway.
+        try:
+            import torch._inductor.codecache  # noqa: F401
+            import torch._inductor.cpp_builder  # noqa: F401
+        except ImportError:
+            pass
+
         def run():
             try:
                 check()
