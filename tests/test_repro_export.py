@@ -93,3 +93,22 @@ def test_a_layer_region_with_its_matmuls_exports_and_matches_eager(tmp_path):
     path = trace_lab.export_repro(trace, tmp_path / "layer.py", region=region.target)
     r = _run_file(path)
     assert r.returncode == 0 and r.stdout.strip() == "repro: matches eager", r.stderr[-2000:]
+
+
+def test_an_nvfuser_region_that_runs_another_regions_code_says_which_to_export():
+    """cover_regions: a covered nvFuser region has no definition of its own; exporting it names the region whose
+    program it runs (the nvFuser executor's records, as it leaves them: runs_code_of, no region program)."""
+    from types import SimpleNamespace
+
+    from trace_lab.errors import TraceLabError
+    from trace_lab.run.repro import nvfuser_call_text
+
+    compiled = SimpleNamespace(
+        region_programs={"fusion2": object()},
+        regions={"t5": SimpleNamespace(name="fusion2", details={}),
+                 "t9": SimpleNamespace(name="fusion7", details={"runs_code_of": "fusion2"})})
+    with pytest.raises(TraceLabError, match=r"fusion7 has no code of its own: it runs fusion2's code "
+                                            r"\(cover_regions\)\. Export fusion2, or jit with cover_regions=False"):
+        nvfuser_call_text(compiled, "fusion7")
+    with pytest.raises(TraceLabError, match="was not compiled by nvFuser here"):
+        nvfuser_call_text(compiled, "fusion9")

@@ -57,7 +57,7 @@ from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_compile
 from ..runtime import generate
 from .compile_pool import THREADS, compile_all
 from .fusion_cache import FusionCache, region_signature, signature_hash
-from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers
+from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
 from .workspace import example_tensor as _example
 from .workspace import compiled_region, measure_workspace
 
@@ -450,7 +450,7 @@ class InductorExecutor(Executor):
             else:
                 details = {"in_place_over": list(over)} if over else {}
                 if not hit and key in refused:  # it is part of another region, whose code would raise the peak
-                    details.update(cover_details(None, names_by_key, refused[key]))
+                    details.update(refusal_details(refused[key]))
             records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
                                                  name=str(node.target), signature=signature_hash(signature),
                                                  cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes,

@@ -33,7 +33,7 @@ from .workspace import compiled_region, measure_workspace
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import RegionProgram, Segment, build_definition, segment_signature, split_region, torch_target
-from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers
+from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
 from ..passes.signature import region_signature
 
 __all__ = ["NvFuserExecutor", "region_definitions"]
@@ -341,7 +341,7 @@ class NvFuserExecutor(Executor):
             compile_seconds=sum(e["compile_seconds"] for e in seg_entries), output_bytes=out_bytes,
             split=tuple(split_notes),
             details={"segments": seg_entries, "torch_ops": [str(item.target) for kind, item in steps if kind == "torch"],
-                     **(cover_details(None, {}, refused) if refused else {})})
+                     **(refusal_details(refused) if refused else {})})
         return program, record, fds
 
 

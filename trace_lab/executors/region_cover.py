@@ -14,7 +14,7 @@ the dropped outputs read get placeholders of their recorded layout (made once, k
 outputs are freed as the call returns. The executor measures the call as it measures any region, so those
 outputs count as the region's workspace in the liveness model. Both compiling executors plan covers here
 (:func:`plan_covers`, against the program's predicted peak: :func:`headroom`) and say what they did with
-:func:`cover_details` and :func:`cover_notes`: Inductor runs the covering region's compiled code, nvFuser its
+:func:`cover_details`, :func:`refusal_details` and :func:`cover_notes`: Inductor runs the covering region's compiled code, nvFuser its
 region program (definitions and torch steps; it writes over no input, so it never needs a copy).
 
 A cover is taken only where what the call adds (the dropped outputs, the copies below) fits under the program's
@@ -40,7 +40,7 @@ from ..passes.signature import restricted_signature
 from ..runtime.call_memory import example_tensor
 
 __all__ = ["Cover", "MAX_DROPPED", "MAX_PLACEHOLDER_BYTES", "MAX_COPY_BYTES", "covers", "find_cover", "covered_call",
-           "headroom", "plan_covers", "cover_details", "cover_notes"]
+           "headroom", "plan_covers", "cover_details", "refusal_details", "cover_notes"]
 
 MAX_DROPPED = 2  # outputs a covering region may compute beyond the covered one's
 MAX_PLACEHOLDER_BYTES = 8 << 20  # placeholder inputs a cover may keep alive, in all
@@ -187,16 +187,16 @@ def headroom(live) -> dict:
             if ln.node.op == "call_module"}
 
 
-def plan_covers(jobs, pending: dict, donatable: dict, headroom: dict, rounding: int) -> tuple[dict, list]:
+def plan_covers(jobs, pending: dict, donatable: dict, room_by_node: dict, rounding: int) -> tuple[dict, list]:
     """Which regions about to compile run another region's code instead (:mod:`.region_cover`), as a pair:
 
     ``jobs``: ``(node, region GraphModule, input values, plan, signature, cache key, input positions its code may
     write over)`` of every region of the program; ``pending``: the cache keys about to compile; ``donatable``: region
-    node -> the argument positions its caller gives up to it; ``headroom``: :func:`headroom`'s figures.
+    node -> the argument positions its caller gives up to it; ``room_by_node``: :func:`headroom`'s figures.
 
     * ``{cache key: (covering key, Cover, the covering region's input values)}``, for each region another region
       of the program contains, where the outputs it would compute and drop and the arguments it would copy fit
-      under the program's predicted peak on every line of that key (``headroom``). The covering region compiles
+      under the program's predicted peak on every line of that key (``room_by_node``). The covering region compiles
       or is cached, and is never covered itself; smaller regions are matched first.
     * ``[(cache key, covering region's name, bytes the cover would add, bytes below the peak)]`` for the regions
       a cover was found for that did not fit: the Report says why they compiled on their own."""
@@ -206,7 +206,7 @@ def plan_covers(jobs, pending: dict, donatable: dict, headroom: dict, rounding: 
                                         "writable": None, "room": None, "name": str(node.target)})
         mine = frozenset(donatable.get(node, ()))  # what every region of this key gives up
         entry["writable"] = mine if entry["writable"] is None else entry["writable"] & mine
-        room = headroom.get(node, 0)
+        room = room_by_node.get(node, 0)
         entry["room"] = room if entry["room"] is None else min(entry["room"], room)
     chosen: dict = {}
     too_big = []  # (region, covering region, bytes it would add, bytes under the peak on its line)
@@ -224,15 +224,17 @@ def plan_covers(jobs, pending: dict, donatable: dict, headroom: dict, rounding: 
             del chosen[key]
     return {key: (by, cover, by_key[by]["vals"]) for key, (by, cover) in chosen.items()}, too_big
 
-def cover_details(call, names_by_key: dict, refused: tuple | None = None) -> dict:
-    """A region record's details about covering: for a covered ``call`` (:func:`covered_call`'s), whose code it runs
-    (named from ``names_by_key``, cache key -> region name) and what the call adds; for a region that compiled on its
-    own because the cover did not fit, ``refused`` = (covering region's name, bytes it would add, bytes below the
-    peak) said as a reason."""
-    if call is not None:
-        return {"runs_code_of": names_by_key.get(call.covered_by, "a region compiled for an earlier program"),
-                "drops_outputs": len(call.cover.dropped), "placeholder_inputs": len(call.cover.placeholders),
-                "copied_inputs": len(call.cover.copies)}
+def cover_details(call, names_by_key: dict) -> dict:
+    """A covered region's record details: whose code its ``call`` (:func:`covered_call`'s) runs, named from
+    ``names_by_key`` (cache key -> region name), and what the call adds."""
+    return {"runs_code_of": names_by_key.get(call.covered_by, "a region compiled for an earlier program"),
+            "drops_outputs": len(call.cover.dropped), "placeholder_inputs": len(call.cover.placeholders),
+            "copied_inputs": len(call.cover.copies)}
+
+
+def refusal_details(refused: tuple) -> dict:
+    """The record details of a region that compiled on its own because its cover did not fit: ``refused`` =
+    (covering region's name, bytes the cover would add, bytes below the peak on its line), said as a reason."""
     by, added, room = refused
     return {"cover_refused": f"{by}, whose code would add {format_bytes(added)} on its line, "
                              + (f"only {format_bytes(room)} below the predicted peak" if room
@@ -240,7 +242,8 @@ def cover_details(call, names_by_key: dict, refused: tuple | None = None) -> dic
 
 
 def cover_notes(records) -> list[str]:
-    """The executor's notes on covering, from its region records' details (:func:`cover_details`)."""
+    """The executor's notes on covering, from its region records' details (:func:`cover_details`,
+    :func:`refusal_details`)."""
     notes = []
     runs_other = [r for r in records if "runs_code_of" in r.details]
     if runs_other:
