@@ -270,7 +270,7 @@ def _browser_session(run: BrowserRun, base: str, token: str, browser_path: str, 
     and the parts after it still run where the page allows)."""
     from playwright.sync_api import expect, sync_playwright
 
-    from test_browser import ARTIFACTS, open_notebook
+    from test_browser import ARTIFACTS, open_notebook, wait_for_idle_kernel
 
     name = run.name
     ARTIFACTS.mkdir(exist_ok=True)
@@ -292,7 +292,7 @@ def _browser_session(run: BrowserRun, base: str, token: str, browser_path: str, 
 
     try:
         with sync_playwright() as p, open_notebook(p, browser_path, url, ARTIFACTS / f"{name}_failure.png") as page:
-            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
+            wait_for_idle_kernel(page)
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
             page.locator(".jp-OutputArea-output", has_text=DONE).wait_for(timeout=900_000)

@@ -113,6 +113,26 @@ def open_notebook(p, browser_path: str, url: str, failure_png: Path):
         browser.close()
 
 
+def wait_for_idle_kernel(page, timeout_s: float = 240) -> None:
+    """Waits until JupyterLab's execution indicator says the notebook's kernel is idle, answering the kernel
+    picker whenever it shows (on a loaded 2-core machine it can come after :func:`open_notebook`'s 15 s).
+    Fails with the indicator's statuses seen and whether a dialog was open, not a bare locator count."""
+    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    select = page.locator(".jp-Dialog").get_by_role("button", name="Select")
+    deadline, answered = time.time() + timeout_s, 0
+    while time.time() < deadline:
+        if select.count():
+            select.first.click()
+            answered += 1
+        if idle.count() == 1:
+            return
+        page.wait_for_timeout(500)
+    statuses = page.locator(".jp-Notebook-ExecutionIndicator").evaluate_all("es => es.map(e => e.dataset.status)")
+    dialogs = page.locator(".jp-Dialog").all_inner_texts()
+    pytest.fail(f"the notebook's kernel was not idle after {timeout_s:.0f} s: execution indicator statuses "
+                f"{statuses}, kernel picker answered {answered} time(s), dialogs open now {dialogs}")
+
+
 LAB_ARGS = ("--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate")
 
 

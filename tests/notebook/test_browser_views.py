@@ -20,7 +20,8 @@ import secrets
 
 import pytest
 
-from test_browser import ARTIFACTS, LAB_ARGS, ROOT, ensure_chromium, jupyter_server, open_notebook
+from test_browser import (ARTIFACTS, LAB_ARGS, ROOT, ensure_chromium, jupyter_server, open_notebook,
+                          wait_for_idle_kernel)
 
 pytestmark = pytest.mark.browser
 NOTEBOOK = "views_issue18.ipynb"
@@ -109,7 +110,7 @@ def test_trace_memory_and_compare_tabs_show_what_they_promise(lab):
     ARTIFACTS.mkdir(exist_ok=True)
     url = f"{base}/lab/workspaces/v{secrets.token_hex(4)}/tree/{NOTEBOOK}?reset&token={token}"
     with sync_playwright() as p, open_notebook(p, browser_path, url, ARTIFACTS / "views_failure.png") as page:
-        expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=60_000)
+        wait_for_idle_kernel(page)
         page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
         page.get_by_text("all cells ran").wait_for(timeout=300_000)

@@ -123,7 +123,8 @@ def test_every_tab_fits_the_output_area_and_wide_tables_scroll_inside(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     from playwright.sync_api import expect, sync_playwright
 
-    from test_browser import ARTIFACTS, LAB_ARGS, ROOT, ensure_chromium, jupyter_server, open_notebook
+    from test_browser import (ARTIFACTS, LAB_ARGS, ROOT, ensure_chromium, jupyter_server, open_notebook,
+                              wait_for_idle_kernel)
 
     browser_path = ensure_chromium()
     nb = nbformat.v4.new_notebook()
@@ -134,8 +135,7 @@ def test_every_tab_fits_the_output_area_and_wide_tables_scroll_inside(tmp_path):
     with jupyter_server("lab", tmp_path, *LAB_ARGS) as (base, token), sync_playwright() as p:
         url = f"{base}/lab/workspaces/w{secrets.token_hex(4)}/tree/widths.ipynb?reset&token={token}"
         with open_notebook(p, browser_path, url, ARTIFACTS / "issue26_widths_failure.png") as page:
-            expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1,
-                                                                                                     timeout=60_000)
+            wait_for_idle_kernel(page)
             page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
             page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
             page.get_by_text("all cells ran").wait_for(timeout=240_000)
