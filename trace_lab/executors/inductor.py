@@ -57,6 +57,7 @@ from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_compile
 from ..runtime import generate
 from .compile_pool import THREADS, compile_all
 from .fusion_cache import FusionCache, region_signature, signature_hash
+from .donation import inplace_positions
 from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
 from .workspace import example_tensor as _example
 from .workspace import compiled_region, measure_workspace
@@ -384,7 +385,7 @@ class InductorExecutor(Executor):
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             plan = plan_record(node)
             jobs.append((node, sub, input_vals, plan, plan.signature or region_signature(sub, input_vals)))
-        overs = _inplace_positions(jobs, donatable, one_per_signature=trace.info.get("fusion") == "layers") \
+        overs = inplace_positions(jobs, donatable, one_per_signature=trace.info.get("fusion") == "layers") \
             if self.donate_inplace else {}
         jobs = [(node, sub, input_vals, plan, signature,
                  f"{signature}|in place over inputs {overs[node]}" if overs.get(node) else signature,
@@ -478,22 +479,6 @@ class InductorExecutor(Executor):
         return CompiledProgram(run=run, executor="inductor", compile_seconds=time.perf_counter() - started,
                                source=program.source, regions=records, notes=notes, generated=program,
                                region_code=codes)
-
-
-def _inplace_positions(jobs, donatable: dict, one_per_signature: bool = False) -> dict:
-    """Region -> the input positions its kernels may write over (``donate_inplace``). Regions of one signature
-    share the positions all of them donate, so identical regions (a model's repeated layers) still compile
-    once. A region that donates nothing (its inputs are the caller's) runs the plain compile and is left out
-    of that intersection - at most two compiles per signature - except with ``one_per_signature``
-    (``fusion="layers"``, regional compilation: each layer compiles once, whatever the first one donates).
-    Compiled to write over inputs, a region has its own cache key."""
-    common: dict = {}
-    for node, *_rest, signature in jobs:
-        mine = set(donatable.get(node, ()))
-        if mine or one_per_signature:
-            common[signature] = mine if signature not in common else common[signature] & mine
-    return {node: tuple(sorted(common[signature])) for node, *_rest, signature in jobs
-            if donatable.get(node) and common.get(signature)}
 
 
 def _code_reader(fn):

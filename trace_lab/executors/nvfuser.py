@@ -32,7 +32,9 @@ from ..runtime import generate
 from .workspace import compiled_region, measure_workspace
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
-from .nvfuser_region import RegionProgram, Segment, build_definition, segment_signature, split_region, torch_target
+from .nvfuser_region import (RegionProgram, Segment, build_definition, output_places, plan_in_place, segment_signature,
+                             split_region, torch_target)
+from .donation import inplace_positions
 from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
 from ..passes.signature import region_signature
 
@@ -40,11 +42,12 @@ __all__ = ["NvFuserExecutor", "region_definitions"]
 
 
 class _Definition:
-    """One built (and compiled) FusionDefinition plus what it cost."""
+    """One built (and compiled) FusionDefinition plus what it cost; ``places``: where each of the segment's
+    outputs comes from (:func:`.nvfuser_region.output_places`: a visible output, or an input written over)."""
 
-    def __init__(self, fd, n_visible: int, build_seconds: float, compile_seconds: float):
+    def __init__(self, fd, places: tuple[int, list], build_seconds: float, compile_seconds: float):
         self.fd = fd
-        self.n_visible = n_visible
+        self.n_visible, self.places = places
         self.build_seconds = build_seconds
         self.compile_seconds = compile_seconds
         self.uses = 0
@@ -69,16 +72,19 @@ class _SegmentRunner:
         if strides != self.strides:  # runtime layout differs from the recorded one
             key = tuple(strides)
             if key not in self.variants:
-                self.variants[key], _ = self.executor._definition(self.seg, list(key))
+                self.variants[key], _ = self.executor._definition(self.seg, list(key), in_place=False)
             d = self.variants[key]
-        outs = d.fd.execute(ins)[:d.n_visible]
-        if self.executor.verify and not self.seg.copies:
-            self._verify(ins, outs, d)
+        # debug aid (verify): the segment through torch, before an in-place definition writes over its inputs
+        ref = _torch_segment(self.seg)(ins) if self.executor.verify and not self.seg.copies else None
+        res = d.fd.execute(ins)
+        outs = [res[i] if kind == "out" else ins[i] if shape is None else ins[i].view(shape)
+                for kind, i, shape in d.places]
+        if ref is not None:
+            self._verify(ins, outs, ref, d)
         return outs
 
-    def _verify(self, ins, outs, d) -> None:
-        """Debug aid (keep_definitions/verify option): compare with the segment run through torch."""
-        ref = _torch_segment(self.seg)(ins)
+    def _verify(self, ins, outs, ref, d) -> None:
+        """Debug aid (keep_definitions/verify option): compare with the segment run through torch (``ref``)."""
         for i, (a, b) in enumerate(zip(outs, ref)):
             den = b.double().norm().item() or 1.0
             rel = (a.double() - b.double()).norm().item() / den
@@ -121,7 +127,8 @@ class NvFuserExecutor(Executor):
     compiles_library_ops = True  # a layer's region (fusion="layers") holds its matmuls: fd.ops.matmul
 
     def __init__(self, fusion_cache: bool = True, keep_definitions: bool = False, verify: bool = False,
-                 contiguous_inputs: bool = False, index_math: bool = False, cover_regions: bool = True):
+                 contiguous_inputs: bool = False, index_math: bool = False, cover_regions: bool = True,
+                 donate_inputs: bool = True, donate_inplace: bool = True):
         self.nvf = require_nvfuser()
         # index_math=False (default): ops with integer/bool results (the causal mask built from
         # arange) run in torch. Fused, nvFuser 0.2.36 got llama's programs wrong on the H200 (they
@@ -133,7 +140,11 @@ class NvFuserExecutor(Executor):
         self.mismatches: list[dict] = []
         self.fusion_cache = fusion_cache
         self.cover_regions = bool(fusion_cache) and bool(cover_regions)
-        self._programs: dict[str, tuple] = {}  # region signature -> (RegionProgram, its definitions), compiled here
+        # donate_inputs: a region's dying inputs are handed over (RegionProgram.boxed) and go at their last read;
+        # donate_inplace: an elementwise segment may write an output over one (nvfuser_region.plan_in_place)
+        self.donate_inputs = bool(donate_inputs)
+        self.donate_inplace = self.donate_inputs and bool(donate_inplace)
+        self._programs: dict[str, tuple] = {}  # region cache key -> (RegionProgram, its definitions), compiled here
         self.keep_definitions = keep_definitions
         self._defs: dict[str, _Definition] = {}
         self._lru = None
@@ -145,7 +156,9 @@ class NvFuserExecutor(Executor):
 
     @classmethod
     def from_options(cls, options) -> "NvFuserExecutor":
-        return cls(fusion_cache=options.fusion_cache, cover_regions=getattr(options, "cover_regions", True))
+        return cls(fusion_cache=options.fusion_cache, cover_regions=getattr(options, "cover_regions", True),
+                   donate_inputs=getattr(options, "donate_inputs", True),
+                   donate_inplace=getattr(options, "donate_inplace", True))
 
     def fusible_reason(self, node: fx.Node) -> str | None:
         return fusible_reason(node, index_math=self.index_math)
@@ -164,9 +177,10 @@ class NvFuserExecutor(Executor):
         return self.fusible_reason(node)
 
     # -- definitions -------------------------------------------------------------------------
-    def _definition(self, seg: Segment, strides: list | None = None) -> tuple[_Definition, bool]:
-        """(definition, cache hit) for a segment; builds and compiles on a miss."""
-        sig = segment_signature(seg, strides)
+    def _definition(self, seg: Segment, strides: list | None = None, in_place: bool = True) -> tuple[_Definition, bool]:
+        """(definition, cache hit) for a segment; builds and compiles on a miss. ``in_place`` off: its outputs
+        are fresh even where ``seg.in_place`` pairs them with inputs (a layout other than the recorded one)."""
+        sig = segment_signature(seg, strides, in_place)
         if self.fusion_cache and sig in self._defs:
             self.hits += 1
             d = self._defs[sig]
@@ -175,10 +189,10 @@ class NvFuserExecutor(Executor):
         self.misses += 1
         started = time.perf_counter()
         build = self._lru if self._lru is not None else build_definition
-        fd = build(seg, self.nvf, strides)
+        fd = build(seg, self.nvf, strides, in_place)
         built = time.perf_counter()
         self._warm_up(fd, seg, strides)
-        d = _Definition(fd, len(seg.outputs), built - started, time.perf_counter() - built)
+        d = _Definition(fd, output_places(seg, in_place), built - started, time.perf_counter() - built)
         d.uses = 1
         if self.fusion_cache:
             self._defs[sig] = d
@@ -213,20 +227,31 @@ class NvFuserExecutor(Executor):
         regions: dict = {}  # op id -> RegionRecord
         notes: list[str] = []
         definitions: dict[str, list] = {}
+        donations: dict[fx.Node, tuple] = {}  # region -> argument positions handed over (RegionProgram.boxed)
         hits0, misses0 = self.hits, self.misses
         region_nodes = [n for n in trace.ops if n.op == "call_module"]
-        sigs, covers, refused = self._plan_covers(trace, region_nodes)
+        live = trace.liveness(materialized_regions=False) \
+            if region_nodes and (self.donate_inputs or self.cover_regions) else None
+        donatable = {ln.node: ln.donatable for ln in live.lines if ln.donatable} \
+            if live is not None and self.donate_inputs else {}
+        jobs = self._jobs(trace, region_nodes, donatable)
+        covers, refused = self._plan_covers(jobs, live, donatable)
         # regions that run another region's code come last: that region has compiled by then
         order = [n for n in region_nodes if n not in covers] + [n for n in region_nodes if n in covers]
-        names: dict[str, str] = {}  # region signature -> the name of its first region in this program
+        names: dict[str, str] = {}  # region cache key -> the name of its first region in this program
+        job_of = {job[0]: job for job in jobs}
         for done, node in enumerate(order):
+            key, over = job_of[node][5:]
             self.report_region(done, len(order), str(node.target))
+            donate = donatable.get(node, ())
             if node in covers:
-                program, record, fds = self._covered_region(node, covers[node], names)
+                program, record, fds = self._covered_region(node, covers[node], names, donate)
             else:
-                program, record, fds = self._compile_region(trace, node, notes, refused.get(node))
-                names.setdefault(sigs[node], record.name)
-                self._programs.setdefault(sigs[node], (program, fds))
+                program, record, fds = self._compile_region(trace, node, notes, key, over, donate, refused.get(node))
+                names.setdefault(key, record.name)
+                self._programs.setdefault(key, (program, fds))
+            if donate:
+                donations[node] = donate
             programs[node] = program
             regions[node.name] = record
             definitions[record.name] = fds
@@ -234,6 +259,7 @@ class NvFuserExecutor(Executor):
         if region_nodes:
             self.report_region(len(region_nodes), len(region_nodes))
         notes.extend(cover_notes(list(regions.values())))
+        notes.extend(_donation_notes(list(regions.values())))
         if not regions:
             notes.append("no fused regions: every op ran through torch (pick a fusion strategy to use nvFuser)")
         else:
@@ -242,7 +268,7 @@ class NvFuserExecutor(Executor):
                          f"(fusion_cache={'on' if self.fusion_cache else 'off'})")
         # nvFuser may lay a region's outputs out differently from eager: views become reshapes
         program = generate(trace, region_runner=programs.__getitem__, views_as_reshape=True,
-                           materialized_regions=False, fast_views=True)
+                           materialized_regions=False, fast_views=True, donations=donations)
         run = program.run
         compiled = CompiledProgram(run=run, executor="nvfuser", compile_seconds=time.perf_counter() - started,
                                    source=program.source, regions=regions, notes=notes, generated=program)
@@ -252,54 +278,69 @@ class NvFuserExecutor(Executor):
         compiled.region_code = {name: (lambda fds=fds: "\n\n".join(repr(fd) for fd in fds)) for name, fds in definitions.items()}
         return compiled
 
-    def _plan_covers(self, trace: Trace, region_nodes: list) -> tuple[dict, dict, dict]:
-        """(region node -> its signature, covered node -> (covering signature, Cover, covering input values),
-        node -> (covering region's name, bytes, room) for covers refused by the peak rule): as the Inductor
-        executor plans them (:func:`.region_cover.plan_covers`). nvFuser's regions write over none of their
-        inputs, so a cover never copies; a region whose signature compiled here before is not covered."""
-        sigs, jobs = {}, []
+    def _jobs(self, trace: Trace, region_nodes: list, donatable: dict) -> list:
+        """``(node, region GraphModule, input values, plan, signature, cache key, input positions its code may
+        write over)`` per region, as :func:`.region_cover.plan_covers` takes them. The positions are
+        :func:`.donation.inplace_positions`' (``donate_inplace``: one set per signature); a region compiled to
+        write over inputs has its own cache key."""
+        rows = []
         for node in region_nodes:
             sub = trace.gm.get_submodule(node.target)
             vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
             plan = plan_record(node)
-            sigs[node] = plan.signature or region_signature(sub, vals)
-            jobs.append((node, sub, vals, plan, sigs[node], sigs[node], ()))
-        pending = {sigs[n]: None for n in region_nodes if sigs[n] not in self._programs}
-        if not self.cover_regions or not pending:
-            return sigs, {}, {}
-        live = trace.liveness(materialized_regions=False)
-        covers, too_big = plan_covers(jobs, pending, {}, headroom(live), CUDA_ROUNDING)
-        by_sig = {sig: (by, cover, by_vals) for sig, (by, cover, by_vals) in covers.items()}
-        too_big = {sig: rest for sig, *rest in too_big}
-        return (sigs, {n: by_sig[sigs[n]] for n in region_nodes if sigs[n] in by_sig},
-                {n: too_big[sigs[n]] for n in region_nodes if sigs[n] in too_big})
+            rows.append((node, sub, vals, plan, plan.signature or region_signature(sub, vals)))
+        overs = inplace_positions(rows, donatable, one_per_signature=trace.info.get("fusion") == "layers") \
+            if self.donate_inplace else {}
+        return [(node, sub, vals, plan, sig, f"{sig}|in place over inputs {overs[node]}" if overs.get(node) else sig,
+                 overs.get(node, ())) for node, sub, vals, plan, sig in rows]
 
-    def _covered_region(self, node: fx.Node, covering: tuple, names: dict):
+    def _plan_covers(self, jobs: list, live, donatable: dict) -> tuple[dict, dict]:
+        """(covered node -> (covering key, Cover, covering input values), node -> (covering region's name, bytes,
+        room) for covers refused by the peak rule): as the Inductor executor plans them
+        (:func:`.region_cover.plan_covers`); a covering region's code may write over the inputs its job names,
+        so the cover copies an argument the covered region's caller still reads. A region whose cache key
+        compiled here before is not covered."""
+        pending = {job[5]: None for job in jobs if job[5] not in self._programs}
+        if not self.cover_regions or not pending:
+            return {}, {}
+        covers, too_big = plan_covers(jobs, pending, donatable, headroom(live), CUDA_ROUNDING)
+        too_big = {key: rest for key, *rest in too_big}
+        return ({job[0]: covers[job[5]] for job in jobs if job[5] in covers},
+                {job[0]: too_big[job[5]] for job in jobs if job[5] in too_big})
+
+    def _covered_region(self, node: fx.Node, covering: tuple, names: dict, donate: tuple = ()):
         """A region that runs the code of one it is part of (:func:`.region_cover.covered_call`): no definition
         of its own; its record names the covering region, and its workspace (the dropped outputs among it) is
-        measured on the call as any region's."""
+        measured on the call as any region's (with ``donate``: its dying inputs handed over, as the program
+        calls it)."""
         by, cover, by_vals = covering
         program, fds = self._programs[by]
         call = covered_call(program, cover, by_vals, by)
         plan = plan_record(node)
         input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
-        key = ("covered", by, cover)
+        key = ("covered", by, cover, donate)
         if key not in self._workspace:
-            self._workspace[key] = measure_workspace(call, input_vals, CUDA_ROUNDING)
+            self._workspace[key] = measure_workspace(call, input_vals, CUDA_ROUNDING, donate)
         workspace, out_bytes, layout = self._workspace[key]
         record = compiled_region(node, layout, workspace, CUDA_ROUNDING, executor="nvfuser", name=plan.name,
                                  signature=plan.signature, cache_hit=True, compile_seconds=0.0,
-                                 output_bytes=out_bytes,
+                                 output_bytes=out_bytes, donated=donate,
                                  details={"segments": [], "torch_ops": [], **cover_details(call, names)})
         return call, record, fds
 
-    def _compile_region(self, trace: Trace, node: fx.Node, notes: list[str], refused: tuple | None = None):
+    def _compile_region(self, trace: Trace, node: fx.Node, notes: list[str], key: str, over: tuple = (),
+                        donate: tuple = (), refused: tuple | None = None):
+        """(RegionProgram, record, definitions) of one region. ``over``: the input positions its segments may
+        write an output over (:func:`.nvfuser_region.plan_in_place` picks the pairs); ``donate``: the positions
+        the program hands over (its workspace is measured that way); ``key``: its cache key."""
         gm = trace.gm.get_submodule(node.target)
         plan = plan_record(node)
         name = plan.name
         # a region holds matmuls only where the strategy put them there (fusion="layers")
         steps, split_notes = split_region(gm, self.compile_reason)
         notes.extend(f"{name}: {n}" for n in split_notes)
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        written = plan_in_place(gm, steps, {placeholders[i] for i in over})
         runners: dict[int, object] = {}
         seg_entries, fds = [], []
         for kind, seg in steps:
@@ -327,22 +368,37 @@ class NvFuserExecutor(Executor):
         multi = isinstance(node.meta.get("val"), (list, tuple))
         program = RegionProgram(gm, steps, runners, multi)
         # What the region allocates inside its call beyond its outputs (segment boundaries, nvFuser's
-        # own intermediates): measured once per structure, counted on the region's line by liveness.
-        key = plan.signature or tuple(e.get("signature") for e in seg_entries)
-        if key not in self._workspace:
+        # own intermediates): measured once per structure and donation, counted on the region's line by liveness.
+        measured = (key if plan.signature else tuple(e.get("signature") for e in seg_entries), donate)
+        if measured not in self._workspace:
             input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
-            self._workspace[key] = measure_workspace(program, input_vals, CUDA_ROUNDING)
-        workspace, out_bytes, layout = self._workspace[key]
+            self._workspace[measured] = measure_workspace(program, input_vals, CUDA_ROUNDING, donate)
+        workspace, out_bytes, layout = self._workspace[measured]
         fused = [e for e in seg_entries if "fallback" not in e]
         record = compiled_region(
             node, layout, workspace, CUDA_ROUNDING, executor="nvfuser", name=name,
             signature=plan.signature or "+".join(e["signature"] for e in fused) or None,
             cache_hit=bool(fused) and all(e["cache_hit"] for e in fused),
             compile_seconds=sum(e["compile_seconds"] for e in seg_entries), output_bytes=out_bytes,
-            split=tuple(split_notes),
+            split=tuple(split_notes), donated=donate,
             details={"segments": seg_entries, "torch_ops": [str(item.target) for kind, item in steps if kind == "torch"],
+                     **({"in_place_over": sorted(placeholders.index(x) for x in written)} if written else {}),
                      **(refusal_details(refused) if refused else {})})
         return program, record, fds
+
+
+def _donation_notes(records: list) -> list[str]:
+    """What the regions' donations did: inputs freed inside their call, outputs written over dying inputs."""
+    notes = []
+    donating = [r for r in records if r.donated]
+    if donating:
+        notes.append(f"{len(donating)} regions free {sum(len(r.donated) for r in donating)} dying inputs inside "
+                     "their call (donated: each goes after its last read in the region)")
+    writing = [r for r in records if (r.details or {}).get("in_place_over")]
+    if writing:
+        notes.append(f"{len(writing)} regions write {sum(len(r.details['in_place_over']) for r in writing)} outputs "
+                     "over dying inputs (donate_inplace: elementwise nvFuser segments, alias_input)")
+    return notes
 
 
 def region_definitions(compiled: CompiledProgram, region: str) -> str:

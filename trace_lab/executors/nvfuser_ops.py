@@ -146,6 +146,9 @@ def table_entry(target) -> OpEntry | None:
     return entry
 
 
+HOST_DEVICE = "cpu"  # tensors there stay out of definitions (tests/nvfuser_cpu.py lets the CPU stand-in take them)
+
+
 def fusible_reason(node: fx.Node, index_math: bool = True, library: bool = False) -> str | None:
     """None when ``node`` can be part of an nvFuser definition, else why not (one line).
 
@@ -163,7 +166,7 @@ def fusible_reason(node: fx.Node, index_math: bool = True, library: bool = False
     if not outs:
         return f"{node.target}: no tensor result recorded"
     for t in outs:
-        if t.device.type == "cpu":
+        if t.device.type == HOST_DEVICE:
             return f"{node.target}: result on the CPU (nvFuser computes on CUDA only)"
         if t.dtype not in SUPPORTED_DTYPES:
             return f"{node.target}: dtype {t.dtype} not supported by the translator"
@@ -176,7 +179,7 @@ def fusible_reason(node: fx.Node, index_math: bool = True, library: bool = False
         for t in ins:
             if t.dtype not in SUPPORTED_DTYPES:
                 return f"{node.target}: input dtype {t.dtype} not supported by the translator"
-            if t.device.type == "cpu" and t.dim() > 0:
+            if t.device.type == HOST_DEVICE and t.dim() > 0:
                 return f"{node.target}: CPU input tensor {a.name} (only 0-dim CPU scalars can enter a fusion)"
     if entry.check is not None:
         why = entry.check(node)

@@ -7,6 +7,15 @@ read it (legal: it comes later in the order and the segment's ops cannot read
 it), so that the region splits only where data really flows through a torch op.
 A segment of metadata ops alone (views, permutes) stays in torch, where views
 cost nothing. Each remaining segment becomes one FusionDefinition.
+
+In place (``donate_inplace``): a segment may write an output over a region input that
+dies in it (:func:`plan_in_place`), as ``fd.add_output(out, alias_input=x)``. Only
+where it is safe without looking at nvFuser's schedule: every op of the segment is
+elementwise at the input's full shape (so element i of the output reads element i
+of the input only), the two have one dtype and a dense layout, and nothing after the
+segment reads the input. The segment's runner returns the input tensor in the
+output's place, so the region program and the liveness model see the output in the
+input's storage.
 """
 from __future__ import annotations
 
@@ -20,7 +29,8 @@ import torch.fx as fx
 from ..runtime.interpreter import as_reshape
 from .nvfuser_ops import METADATA_OPS, Builder, fusible_reason, table_entry
 
-__all__ = ["Segment", "split_region", "segment_signature", "build_definition", "RegionProgram", "torch_target"]
+__all__ = ["Segment", "split_region", "plan_in_place", "segment_signature", "build_definition", "RegionProgram",
+           "torch_target"]
 
 
 def torch_target(n: fx.Node):
@@ -39,6 +49,7 @@ class Segment:
     inputs: list[fx.Node] = field(default_factory=list)
     outputs: list[fx.Node] = field(default_factory=list)  # values read after the segment (not copy_)
     copies: list[fx.Node] = field(default_factory=list)  # copy_ nodes: value after = their dest input
+    in_place: dict = field(default_factory=dict)  # output node -> the input node it is written over (plan_in_place)
 
     def produced(self) -> set[fx.Node]:
         out = set(self.ops)
@@ -106,6 +117,65 @@ def _wire(gm: fx.GraphModule, steps) -> None:
         seg.outputs = sorted((v for v in outs if v not in seg.copies), key=order.__getitem__)
 
 
+_VIEWS = frozenset({torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default, torch.ops.aten.reshape.default,
+                    torch.ops.aten.alias.default, torch.ops.aten.squeeze.dim, torch.ops.aten.squeeze.default,
+                    torch.ops.aten.unsqueeze.default})
+
+
+def _dense(val) -> bool:
+    return isinstance(val, torch.Tensor) and val.is_contiguous() and int(val.storage_offset()) == 0
+
+
+def _flat_elementwise(n: fx.Node, numel: int) -> bool:
+    """Does op ``n`` compute flat element i of its ``numel``-element output from flat element i of each of its
+    inputs that has ``numel`` elements (inputs with fewer are broadcast: they cannot be such an input's view)?
+    Pointwise ops and dtype conversions do; so do views of dense tensors, and ``expand``."""
+    val = n.meta.get("val")
+    if not isinstance(val, torch.Tensor) or val.numel() != numel:
+        return False
+    if n.target is torch.ops.aten.expand.default:
+        return True
+    if n.target in _VIEWS:
+        src = n.args[0].meta.get("val") if isinstance(n.args[0], fx.Node) else None
+        return _dense(src) and val.is_contiguous()
+    if n.target in METADATA_OPS:  # permutes, slices, ...: another element order
+        return False
+    if n.target in (torch.ops.aten._to_copy.default, torch.ops.aten.clone.default):
+        return all(k in ("dtype", "memory_format") for k in n.kwargs) and \
+            n.kwargs.get("memory_format") in (None, torch.contiguous_format, torch.preserve_format)
+    return torch.Tag.pointwise in getattr(n.target, "tags", ())
+
+
+def plan_in_place(gm: fx.GraphModule, steps, writable: set) -> set:
+    """Fill each segment's ``in_place`` (output -> input it is written over) from ``writable``, the region's
+    placeholders its caller gives up to it; returns the placeholders written over. A pair needs: the input read
+    by this segment and by no later step, not a region output, not a ``copy_`` destination, dense; the output of
+    the same dtype and number of elements, dense; every op of the segment elementwise in flat order at that size
+    (:func:`_flat_elementwise`: no reduction, no permute), so that writing flat element i of the output over the
+    input's reads nothing but element i (module docstring)."""
+    out_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    returned = set(out_node.all_input_nodes)
+    last: dict[fx.Node, int] = {}
+    for i, (kind, item) in enumerate(steps):
+        for r in (item.inputs if kind == "fuse" else item.all_input_nodes):
+            last[r] = i
+    written: set = set()
+    for i, (kind, seg) in enumerate(steps):
+        if kind != "fuse" or seg.copies:
+            continue
+        for x in [x for x in seg.inputs if x in writable and x not in returned and last.get(x) == i]:
+            xv = x.meta.get("val")
+            if not _dense(xv) or not all(_flat_elementwise(n, xv.numel()) for n in seg.ops):
+                continue
+            same = [o for o in seg.outputs if o not in seg.in_place and _dense(o.meta.get("val"))
+                    and o.meta["val"].numel() == xv.numel() and o.meta["val"].dtype == xv.dtype]
+            same.sort(key=lambda o: tuple(o.meta["val"].shape) != tuple(xv.shape))  # same shape first
+            if same:
+                seg.in_place[same[0]] = x
+                written.add(x)
+    return written
+
+
 def _describe(x, index: dict) -> str:
     if isinstance(x, fx.Node):
         return f"%{index[x]}" if x in index else "%?"
@@ -119,8 +189,9 @@ def _describe(x, index: dict) -> str:
     return repr(x)
 
 
-def segment_signature(seg: Segment, strides: list | None = None) -> str:
-    """Structural key of a segment: same ops, wiring, constants and input layouts -> same key."""
+def segment_signature(seg: Segment, strides: list | None = None, in_place: bool = True) -> str:
+    """Structural key of a segment: same ops, wiring, constants, input layouts and in-place outputs (unless
+    ``in_place`` is off: the definition built without them) -> same key."""
     index: dict[fx.Node, int] = {}
     parts = []
     for i, x in enumerate(seg.inputs):
@@ -137,11 +208,15 @@ def segment_signature(seg: Segment, strides: list | None = None) -> str:
         kwargs = ",".join(f"{k}={_describe(v, index)}" for k, v in sorted(n.kwargs.items()))
         parts.append(f"{n.target} {args} {kwargs}")
     parts.append("out " + ",".join(str(index[o]) for o in seg.outputs))
+    if in_place and seg.in_place:
+        parts.append("in place " + ",".join(f"{index[o]}>{index[x]}" for o, x in seg.in_place.items()))
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def build_definition(seg: Segment, nvf, strides: list | None = None):
-    """A FusionDefinition computing the segment (not yet compiled: nvFuser compiles on execute)."""
+def build_definition(seg: Segment, nvf, strides: list | None = None, in_place: bool = True):
+    """A FusionDefinition computing the segment (not yet compiled: nvFuser compiles on execute). Its visible
+    outputs are ``seg.outputs`` in order, less the in-place ones (``seg.in_place``, unless ``in_place`` is off),
+    which are added after them aliased to their inputs, as ``copy_``'s are (:func:`output_places`)."""
     fd = nvf.FusionDefinition()
     with fd:
         b = Builder(fd, nvf)
@@ -156,7 +231,10 @@ def build_definition(seg: Segment, nvf, strides: list | None = None):
             else:
                 b.values[n] = result
         added: set[int] = set()
+        over = seg.in_place if in_place else {}
         for o in seg.outputs:
+            if o in over:
+                continue
             v = b.values[o]
             if id(v) in b.inputs or id(v) in added:
                 v = fd.ops.set(v)  # an output must be a new value
@@ -164,11 +242,38 @@ def build_definition(seg: Segment, nvf, strides: list | None = None):
             fd.add_output(v)
         for v, dest in b.aliases:
             fd.add_output(v, alias_input=dest)
+        for o, x in over.items():
+            v = b.values[o]
+            v = fd.ops.set(v) if id(v) in b.inputs else v
+            shape = list(x.meta["val"].shape)
+            if list(o.meta["val"].shape) != shape:  # same elements in the same order, the input's shape
+                v = fd.ops.reshape(v, shape)
+            fd.add_output(v, alias_input=b.values[x])
     return fd
 
 
+def output_places(seg: Segment, in_place: bool = True) -> tuple[int, list]:
+    """(the definition's visible outputs, where each of ``seg.outputs`` comes from): ``("out", i, None)`` the i-th
+    visible output, ``("in", k, shape)`` the segment's k-th input, written over (built with ``in_place``), seen
+    in the output's shape where it differs (else None)."""
+    over = seg.in_place if in_place else {}
+    places, visible = [], 0
+    for o in seg.outputs:
+        if o in over:
+            x = over[o]
+            shape = tuple(o.meta["val"].shape)
+            places.append(("in", seg.inputs.index(x), None if shape == tuple(x.meta["val"].shape) else shape))
+        else:
+            places.append(("out", visible, None))
+            visible += 1
+    return visible, places
+
+
 class RegionProgram:
-    """Runs one region: torch steps and nvFuser segments over an environment, freeing as it goes."""
+    """Runs one region: torch steps and nvFuser segments over an environment, freeing as it goes.
+
+    ``program(*inputs)`` or ``program.boxed(list)``: the list is handed over and cleared, so an input only the
+    caller held goes at its last read inside the region (``donate_inputs``, as Inductor's ``call(args)``)."""
 
     def __init__(self, gm: fx.GraphModule, steps, segment_runners: dict, multi: bool):
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -191,7 +296,7 @@ class RegionProgram:
         self.plan = [(kind, item, [r for r in reads if last[r] == i and r not in keep])
                      for i, (kind, item, reads) in enumerate(plan)]
 
-        self.run, self.source = self._generate(gm)
+        self.run, self.source, self.boxed = self._generate(gm)
 
     def _generate(self, gm: fx.GraphModule):
         """The plan as generated Python (trace_lab.runtime.codegen): torch steps and segment calls
@@ -226,7 +331,11 @@ class RegionProgram:
             body.append(f"return ({outs},)" if outs else "return ()")
         else:
             body.append(f"return {outs}")
-        return compile_function(em, "region", ", ".join(params), body, "nvFuser region")
+        run, source = compile_function(em, "region", ", ".join(params), body, "nvFuser region")
+        # the boxed entry: the same body after taking the inputs out of the caller's list
+        unpack = [f"({', '.join(params)},) = _args", "_args.clear()"] if params else ["_args.clear()"]
+        boxed, _ = compile_function(em, "region_boxed", "_args", unpack + body, "nvFuser region (boxed)")
+        return run, source, boxed
 
     def __call__(self, *args):
         return self.run(*args)

@@ -299,8 +299,9 @@ def export_repro(trace_or_jfn, path, region: str | None = None, executor: str = 
 def nvfuser_call_text(compiled, region: str) -> str:
     """``run_nvfuser(*region_inputs)`` as text: the region's one nvFuser segment as its FusionDefinition (the
     code nvFuser prints for it) and the call trace_lab makes (inputs in the segment's order, contiguous where
-    the definition says so, the visible outputs in the region's order). A region nvFuser split, or one that
-    writes an input in place, is refused with the reason."""
+    the definition says so, the outputs in the region's order: visible ones, or the inputs the definition writes
+    them over). A region nvFuser split, or one that writes an input in place (``copy_``), is refused with the
+    reason."""
     programs = getattr(compiled, "region_programs", None) or {}
     runs = {r.name: r.details.get("runs_code_of") for r in (getattr(compiled, "regions", None) or {}).values()}
     if region not in programs and runs.get(region):
@@ -323,7 +324,11 @@ def nvfuser_call_text(compiled, region: str) -> str:
     missing = [o for o in program.outputs if o not in seg.outputs]
     if missing:
         raise TraceLabError(f"export_repro(executor='nvfuser'): {region} returns values its segment does not compute")
-    out_order = [seg.outputs.index(o) for o in program.outputs]
+    places = runner.definition.places  # a visible output, or an input the definition writes it over
+    returned = []
+    for o in program.outputs:
+        kind, i, shape = places[seg.outputs.index(o)]
+        returned.append(f"outs[{i}]" if kind == "out" else f"ins[{i}]" if shape is None else f"ins[{i}].view({shape})")
     fd_text = repr(runner.definition.fd)
     body = []
     for line in fd_text.splitlines():  # the printed function only (nvFuser may append a usage example)
@@ -344,5 +349,5 @@ def nvfuser_call_text(compiled, region: str) -> str:
         "    with FusionDefinition() as fd:",
         "        nvfuser_fusion(fd)",
         f"    outs = fd.execute(ins)[:{runner.definition.n_visible}]",
-        f"    return tuple(outs[j] for j in {out_order!r})",
+        f"    return ({', '.join(returned)},)",
     ])

@@ -1,0 +1,149 @@
+"""nvFuser regions free and overwrite their dying inputs (``donate_inputs``, ``donate_inplace``), on the CPU.
+
+Planning: :func:`~trace_lab.executors.nvfuser_region.plan_in_place` pairs a segment's output with an input it may
+write over only where every op is elementwise in flat order at that input's size, the input dies in the segment
+and the two have one dtype and a dense layout; the cases below say by hand which pairs are allowed.
+A region program handed its inputs in a list (``RegionProgram.boxed``) drops each after its last read, so a
+later step's allocation comes after that input is gone. End to end, the executor runs through the
+``nvfuser_direct`` stand-in (tests/nvfuser_cpu.py): outputs and gradients against eager PyTorch, the regions'
+outputs in their dying inputs' storage, and the measured peak equal to the predicted one.
+tests/test_nvfuser_gpu.py runs the same on real nvFuser.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import trace_lab
+from fusion_support import SCALAR_SLACK
+from trace_lab.executors.nvfuser_region import (RegionProgram, build_definition, output_places, plan_in_place,
+                                                split_region)
+from trace_lab.runtime.call_memory import measure_workspace
+
+from tests import nvfuser_mock
+from tests.nvfuser_cpu import cpu_nvfuser
+
+
+def _region(fn, *shapes, dtype=torch.float32):
+    """(GraphModule, its split steps) of ``fn`` traced on meta tensors (every op fusible, as on a GPU)."""
+    gm = make_fx(fn)(*[torch.empty(s, dtype=dtype, device="meta") for s in shapes])
+    return gm, split_region(gm)[0]
+
+
+def _pairs(gm, steps, writable=(0,)):
+    places = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    written = plan_in_place(gm, steps, {places[i] for i in writable})
+    pairs = {o.name: x.name for kind, seg in steps if kind == "fuse" for o, x in seg.in_place.items()}
+    return pairs, {places.index(x) for x in written}
+
+
+def test_an_elementwise_segment_writes_its_output_over_a_dying_input():
+    gm, steps = _region(lambda a, b: (torch.relu(a * 2 + b),), (8, 16), (8, 16))
+    pairs, written = _pairs(gm, steps)
+    assert list(pairs.values()) == ["a_1"] and written == {0}
+    gm, steps = _region(lambda a, b: (torch.relu(a * 2 + b),), (8, 16), (8, 16))
+    assert _pairs(gm, steps, writable=())[0] == {}  # nothing handed over: nothing written
+
+
+def test_a_reduction_a_permute_another_dtype_or_a_later_read_keeps_the_output_fresh():
+    cases = {
+        "reduction": (lambda a: (a * a.sum(-1, keepdim=True),), [(8, 16)]),
+        "permute": (lambda a: (a.t() * 2,), [(16, 16)]),
+        "dtype": (lambda a: ((a * 2).to(torch.float64),), [(8, 16)]),
+        "read later": (lambda a, w: (torch.mm(torch.relu(a), w) + a.sum(),), [(16, 16), (16, 16)]),
+    }
+    for name, (fn, shapes) in cases.items():
+        gm, steps = _region(fn, *shapes)
+        assert _pairs(gm, steps) == ({}, set()), name
+
+
+def test_an_output_of_another_shape_is_written_in_flat_order_and_seen_in_its_own_shape():
+    gm, steps = _region(lambda a: ((a * 2).view(128),), (8, 16))
+    pairs, written = _pairs(gm, steps)
+    assert written == {0} and len(pairs) == 1
+    seg = next(s for kind, s in steps if kind == "fuse")
+    assert output_places(seg) == (0, [("in", 0, (128,))])
+    assert output_places(seg, in_place=False) == (1, [("out", 0, None)])
+    a = torch.randn(8, 16)
+    expected = (a * 2).view(128)
+    fd = build_definition(seg, nvfuser_mock.module)
+    assert fd.execute([a]) == []  # the aliased output is not returned: it is in ``a`` now
+    torch.testing.assert_close(a.view(128), expected)
+
+
+def test_a_boxed_region_drops_an_input_after_its_last_read():
+    """``a`` (64 KiB) is read by the first step only; the region's peak comes later (the product and the output,
+    256 KiB each). Handed over, ``a`` is gone by then: the signed workspace is 64 KiB lower than when the caller
+    keeps it."""
+    def fn(a, w):
+        b = torch.relu(a) * 2
+        return (torch.mm(b, w) + 1,)
+
+    gm, steps = _region(fn, (128, 128), (128, 512))
+    runners = {id(s): (lambda ins, fd=build_definition(s, nvfuser_mock.module): fd.execute(ins))
+               for kind, s in steps if kind == "fuse"}
+    program = RegionProgram(gm, steps, runners, multi=True)
+    vals = [torch.empty(128, 128), torch.empty(128, 512)]
+    kept, _, _ = measure_workspace(program, vals, rounding=1)
+    handed, _, _ = measure_workspace(program, vals, rounding=1, donate=(0,))
+    assert kept - handed == 128 * 128 * 4, (kept, handed)
+    args = [torch.randn(128, 128), torch.randn(128, 512)]
+    expected = fn(*args)
+    got = program.boxed(list(args))
+    torch.testing.assert_close(got[0], expected[0])
+
+
+class _SwiGLU(nn.Module):
+    def __init__(self, d=64, f=128):
+        super().__init__()
+        self.w1, self.w3 = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False)
+        self.w2 = nn.Linear(f, d, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+def test_nvfuser_regions_write_over_dying_inputs_match_eager_and_measure_as_predicted(monkeypatch):
+    cpu_nvfuser(monkeypatch)
+    torch.manual_seed(0)
+    model = _SwiGLU()
+    x = torch.randn(4, 32, 64, requires_grad=True)
+    reports = {}
+    for in_place in (True, False):
+        reports[in_place] = r = trace_lab.inspect(model, x, fusion="dataflow", executor="nvfuser", runs=1,
+                                                  donate_inplace=in_place)
+        assert r.ok, r.comparison
+        assert r.comparison["checked"]["grads"] == 4
+        for m in r.memory:
+            measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
+            assert measured is not None and 0 <= measured - predicted <= SCALAR_SLACK, m
+    over = {r.name: r for r in reports[True].traces("backward")[-1].compiled_regions.values()
+            if r.details.get("in_place_over")}
+    assert over, "no backward region wrote an output over a dying input"
+    for r in over.values():  # each written-over position holds an output now, and was handed over
+        assert set(r.details["in_place_over"]) <= set(r.donated)
+        assert {a[1] for a in r.aliases if a and a[0] == "input"} >= set(r.details["in_place_over"]), r
+    backward = reports[True].traces("backward")[-1]
+    assert " over " in str(backward)  # the trace says which output went over which input
+    assert not [r for r in reports[False].traces("backward")[-1].compiled_regions.values()
+                if r.details.get("in_place_over")]
+
+
+def test_llama_layers_with_donation_match_eager_and_measure_as_predicted(monkeypatch):
+    from examples.llama import LlamaStack
+
+    cpu_nvfuser(monkeypatch)
+    torch.manual_seed(0)
+    model = LlamaStack(layers=3, dim=64, heads=2)
+    x = torch.randn(2, 16, 64, requires_grad=True)
+    for donate in (True, False):
+        r = trace_lab.inspect(model, x, fusion="layers", executor="nvfuser", runs=1, donate_inputs=donate)
+        assert r.ok, r.comparison
+        for m in r.memory:
+            measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
+            assert measured is not None and 0 <= measured - predicted <= SCALAR_SLACK, m
+        donating = [g for g in r.traces("backward")[-1].compiled_regions.values() if g.donated]
+        assert bool(donating) is donate
