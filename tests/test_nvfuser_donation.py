@@ -147,3 +147,9 @@ def test_llama_layers_with_donation_match_eager_and_measure_as_predicted(monkeyp
             assert measured is not None and 0 <= measured - predicted <= SCALAR_SLACK, m
         donating = [g for g in r.traces("backward")[-1].compiled_regions.values() if g.donated]
         assert bool(donating) is donate
+        # the program drops its names of the handed-over inputs and calls the region's boxed entry with the list
+        lines = r.compilation("backward", 0).compiled.source.splitlines()
+        handed = [i for i, ln in enumerate(lines) if ln.strip().startswith("_d = [")]
+        assert bool(handed) is donate, "\n".join(lines)
+        for i in handed:
+            assert lines[i + 1].strip().startswith("del ") and lines[i + 2].rstrip().endswith("(_d)"), lines[i:i + 3]
