@@ -93,13 +93,15 @@ SCHEMA: tuple[Option, ...] = (
                 "every fused region on its own."),
     Option("donate_inputs", bool, True, stage="executor", surfaces=_COMPILE | {"widget"}, label="donate inputs",
            word="donation",
-           help="Inductor regions free the inputs that die in them inside their call, each at its last use in "
-                "Inductor's code (as torch.compile's one program frees its intermediates); off: such inputs are "
-                "freed after the region returns, which can raise the peak."),
+           help="compiled regions free the inputs that die in them inside their call, each at its last use "
+                "(in Inductor's code; after the last step that reads it in an nvFuser region), as torch.compile's one "
+                "program frees its intermediates; off: such inputs are freed after the region returns, which can "
+                "raise the peak."),
     Option("donate_inplace", bool, True, stage="executor", surfaces=_COMPILE | {"widget"}, label="write in place",
            word="in-place donation",
-           help="with donate_inputs: Inductor may also write a region's output over an input that dies in it "
-                "(its DonatedBuffer reuse), as torch.compile does with a graph's own intermediates; a signature whose "
+           help="with donate_inputs: a region's output may also be written over an input that dies in it "
+                "(Inductor's DonatedBuffer reuse; with nvFuser, alias_input, where the segment is elementwise), as "
+                "torch.compile does with a graph's own intermediates; a signature whose "
                 "regions donate different inputs compiles for the ones all of them donate (and once more, plainly, "
                 "for a region that donates none, except with fusion='layers'). Off: outputs are fresh buffers."),
     Option("align_layer_saves", bool, True, stage="capture", word="aligned saves",

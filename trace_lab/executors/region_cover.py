@@ -15,7 +15,7 @@ outputs are freed as the call returns. The executor measures the call as it meas
 outputs count as the region's workspace in the liveness model. Both compiling executors plan covers here
 (:func:`plan_covers`, against the program's predicted peak: :func:`headroom`) and say what they did with
 :func:`cover_details`, :func:`refusal_details` and :func:`cover_notes`: Inductor runs the covering region's compiled code, nvFuser its
-region program (definitions and torch steps; it writes over no input, so it never needs a copy).
+region program (definitions and torch steps; its segments may write over the inputs ``donate_inplace`` gave it).
 
 A cover is taken only where what the call adds (the dropped outputs, the copies below) fits under the program's
 predicted peak on the covered region's line: it saves compile time and never raises the peak.
