@@ -106,8 +106,11 @@ _CUDA_PACKETS = frozenset(p for ops in CUDA_SCRATCH_OPS.values() for p in ops)
 # Ops whose CPU kernels take scratch for reduced-precision (bfloat16, float16) tensors only: a reduction over
 # non-innermost dimensions stages its input, a scatter sorts its indices. Measured on CPU for those dtypes
 # only. Found by the OpInfo corpus (2026-11-26: kron's and sort's bfloat16 backwards measured 1.5-2x).
+# A bfloat16 matmul stages its operands and result in float32 (a 32x64 @ 64x168 mm: 40 KiB at its peak for a
+# 10.5 KiB result; found on a bf16 llama on the CPU, 2026-11-28: measured 20-60% above predicted).
 CPU_LOW_PRECISION_SCRATCH_OPS: dict[str, tuple] = {
     "reduced-precision reductions and scatters": (aten.sum, aten.scatter),
+    "reduced-precision matmuls (float32 staging)": (aten.mm, aten.bmm, aten.addmm, aten.baddbmm, aten.addbmm),
 }
 _CPU_LOW_PRECISION_PACKETS = frozenset(p for ops in CPU_LOW_PRECISION_SCRATCH_OPS.values() for p in ops)
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
