@@ -153,3 +153,28 @@ def test_llama_layers_with_donation_match_eager_and_measure_as_predicted(monkeyp
         assert bool(handed) is donate, "\n".join(lines)
         for i in handed:
             assert lines[i + 1].strip().startswith("del ") and lines[i + 2].rstrip().endswith("(_d)"), lines[i:i + 3]
+
+
+def test_a_refused_alias_leaves_fresh_outputs_not_a_torch_fallback(monkeypatch):
+    """Where nvFuser refuses an output written over an input, the segment is built again with fresh outputs (not
+    run through torch), the notes say so, and the program still matches eager and measures as predicted."""
+    cpu_nvfuser(monkeypatch)
+    plain = nvfuser_mock.FusionDefinition.add_output
+
+    def refuse_aliases(self, v, alias_input=None):
+        if alias_input is not None:
+            raise ValueError("alias refused by the stand-in")
+        return plain(self, v)
+
+    monkeypatch.setattr(nvfuser_mock.FusionDefinition, "add_output", refuse_aliases)
+    torch.manual_seed(0)
+    r = trace_lab.inspect(_SwiGLU(), torch.randn(4, 32, 64, requires_grad=True), fusion="dataflow",
+                          executor="nvfuser", runs=1)
+    assert r.ok, r.comparison
+    for m in r.memory:
+        measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
+        assert measured is not None and 0 <= measured - predicted <= SCALAR_SLACK, m
+    compiled = r.compilation("backward", 0).compiled
+    assert not [g for g in compiled.regions.values() if g.details.get("in_place_over")]
+    assert any("refused" in n and "fresh buffers" in n for n in compiled.notes), compiled.notes
+    assert not [n for n in compiled.notes if "runs through torch" in n], compiled.notes

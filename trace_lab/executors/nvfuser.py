@@ -340,7 +340,7 @@ class NvFuserExecutor(Executor):
         steps, split_notes = split_region(gm, self.compile_reason)
         notes.extend(f"{name}: {n}" for n in split_notes)
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        written = plan_in_place(gm, steps, {placeholders[i] for i in over})
+        plan_in_place(gm, steps, {placeholders[i] for i in over})
         runners: dict[int, object] = {}
         seg_entries, fds = [], []
         for kind, seg in steps:
@@ -349,9 +349,17 @@ class NvFuserExecutor(Executor):
             entry = {"ops": [str(n.target) for n in seg.ops], "inputs": len(seg.inputs),
                      "outputs": len(seg.outputs)}
             try:
-                d, hit = self._definition(seg, _dense_strides(seg) if self.contiguous_inputs else None)
+                try:
+                    d, hit = self._definition(seg, _dense_strides(seg) if self.contiguous_inputs else None)
+                except Exception as e:  # noqa: BLE001 - refused with outputs over inputs: try fresh outputs
+                    if not seg.in_place:
+                        raise
+                    notes.append(f"{name}: nvFuser refused {len(seg.in_place)} outputs written over their inputs "
+                                 f"({type(e).__name__}: {_first_line(e)}); they are fresh buffers")
+                    seg.in_place.clear()
+                    d, hit = self._definition(seg, _dense_strides(seg) if self.contiguous_inputs else None)
             except Exception as e:  # noqa: BLE001 - nvFuser rejected it: run it through torch, say so
-                msg = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+                msg = _first_line(e)
                 notes.append(f"{name}: nvFuser could not compile a {len(seg.ops)}-op segment "
                              f"({type(e).__name__}: {msg}); it runs through torch")
                 entry.update(signature=None, cache_hit=False, compile_seconds=0.0, fallback=msg)
@@ -365,6 +373,7 @@ class NvFuserExecutor(Executor):
             runners[id(seg)] = _SegmentRunner(self, seg, d)
             seg_entries.append(entry)
             fds.append(d.fd)
+        written = {x for kind, seg in steps if kind == "fuse" for x in seg.in_place.values()}
         multi = isinstance(node.meta.get("val"), (list, tuple))
         program = RegionProgram(gm, steps, runners, multi)
         # What the region allocates inside its call beyond its outputs (segment boundaries, nvFuser's
@@ -385,6 +394,10 @@ class NvFuserExecutor(Executor):
                      **({"in_place_over": sorted(placeholders.index(x) for x in written)} if written else {}),
                      **(refusal_details(refused) if refused else {})})
         return program, record, fds
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
 
 
 def _donation_notes(records: list) -> list[str]:
