@@ -1,0 +1,36 @@
+"""The nvFuser executor's planning on every fusion strategy, on the CPU, through the ``nvfuser_direct`` stand-in.
+
+tests/nvfuser_cpu.py lets the executor run without a GPU: segments, covers, donation and in-place outputs, and the
+programs generated around them. For the cheap workloads (memory_peak, Adam's step with its ``copy_`` updates, a
+two-layer llama) x the strategies that make regions: outputs, gradients and updated values against eager PyTorch,
+the measured peak of every part equal to the predicted one, and no segment the stand-in could not build (none may
+fall back to torch). The real nvFuser runs the same matrix in tests/test_gpu_workloads.py on the GPU; a full sweep
+through the stand-in (every workload) is `benchmarks/results/2026-11-28-cpu-34ed10b-nvfuser-stand-in-sweep.txt`.
+"""
+from __future__ import annotations
+
+import pytest
+
+import trace_lab
+from examples.workloads import WORKLOADS
+from fusion_support import SCALAR_SLACK
+from tests.nvfuser_cpu import cpu_nvfuser
+
+CASES = [(w, s) for w in ("memory_peak", "adam_step", "llama2") for s in ("dataflow", "horizontal", "memory", "layers")]
+
+
+@pytest.mark.parametrize("name,strategy", CASES, ids=[f"{w}-{s}" for w, s in CASES])
+def test_workload_through_the_stand_in_matches_eager_and_measures_as_predicted(name, strategy, monkeypatch):
+    cpu_nvfuser(monkeypatch)
+    fn, args = WORKLOADS[name].make("cpu", "small")
+    report = trace_lab.inspect(fn, *args, fusion=strategy, executor="nvfuser", runs=1)
+    assert report.ok, report.comparison
+    assert sum(report.comparison["checked"].values()) > 1
+    for m in report.memory:
+        measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
+        assert measured is not None and abs(measured - predicted) <= SCALAR_SLACK, m
+    for kind in ("forward", "backward"):
+        record = report.compilation(kind, 0)
+        if record is not None:
+            assert record.compiled.executor == "nvfuser"
+            assert not [n for n in record.compiled.notes if "could not compile" in n], record.compiled.notes
