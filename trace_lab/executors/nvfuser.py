@@ -15,6 +15,12 @@ sits underneath and catches identical fusions with different signatures. With
 the cache off every segment builds and compiles its own definition - the
 iteration-0 cost of Thunder issue #2700. Anything nvFuser rejects at build or
 compile time falls back to torch for that segment, and the notes say so.
+
+Donation, as the Inductor executor's (``donate_inputs``, ``donate_inplace``): the liveness model names each
+region's arguments that die on its line; the program hands them over in a list the region program clears
+(``RegionProgram.boxed``: each goes after the last step that reads it), and an elementwise segment may write an
+output over one of them (``alias_input``: :func:`.nvfuser_region.plan_in_place`), with the in-place positions
+shared per signature (:func:`.donation.inplace_positions`) so repeated layers still build one set of definitions.
 """
 from __future__ import annotations
 
