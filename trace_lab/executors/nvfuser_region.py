@@ -11,9 +11,11 @@ cost nothing. Each remaining segment becomes one FusionDefinition.
 In place (``donate_inplace``): a segment may write an output over a region input that
 dies in it (:func:`plan_in_place`), as ``fd.add_output(out, alias_input=x)``. Only
 where it is safe without looking at nvFuser's schedule: every op of the segment is
-elementwise at the input's full shape (so element i of the output reads element i
-of the input only), the two have one dtype and a dense layout, and nothing after the
-segment reads the input. The segment's runner returns the input tensor in the
+elementwise in flat order at the input's size (pointwise ops, casts, views of dense
+tensors, expands of smaller ones; no reduction, no permute), so flat element i of the
+output reads flat element i of the input only; the two have one dtype and a dense
+layout (the output reshaped to the input's shape where they differ); and nothing
+after the segment reads the input. The segment's runner returns the input tensor in the
 output's place, so the region program and the liveness model see the output in the
 input's storage.
 """
