@@ -48,25 +48,12 @@ xb = x.clone()
 res = fd2.execute([xb])
 say("reshaped: returned", len(res), "outputs; input holds the result:", torch.allclose(xb, x * 3))
 
-import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-
 import trace_lab  # noqa: E402
-
-
-class SwiGLU(nn.Module):
-    def __init__(self, d=1024, f=2730):
-        super().__init__()
-        self.w1, self.w3 = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False)
-        self.w2 = nn.Linear(f, d, bias=False)
-
-    def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
+from examples.llama import MLP  # noqa: E402 - a SwiGLU feed-forward
 
 for in_place in (True, False):
     torch.manual_seed(0)
-    model = SwiGLU().to("cuda", torch.bfloat16)
+    model = MLP(1024, 2730).to("cuda", torch.bfloat16)
     inp = torch.randn(4, 512, 1024, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     r = trace_lab.inspect(model, inp, fusion="dataflow", executor="nvfuser", runs=1, donate_inplace=in_place)
     over = [(g.name, g.details.get("in_place_over"), g.aliases) for g in r.traces("backward")[-1].compiled_regions.values()

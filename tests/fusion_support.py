@@ -42,6 +42,13 @@ def assert_peak_matches(r) -> None:
         f"{r['what']}: predicted {r['predicted']} B, measured {r['measured']} B ({r['method']})"
 
 
+def assert_report_peaks_match(report) -> None:
+    """Every part of ``report`` measured, at most :data:`SCALAR_SLACK` above its predicted peak and never below."""
+    for m in report.memory:
+        measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
+        assert measured is not None and 0 <= measured - predicted <= SCALAR_SLACK, m
+
+
 @dataclass
 class Part:
     workload: str

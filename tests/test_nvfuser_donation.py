@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import trace_lab
-from fusion_support import SCALAR_SLACK
+from examples.llama import MLP, LlamaStack
+from fusion_support import assert_report_peaks_match
 from trace_lab.executors.nvfuser_region import (RegionProgram, build_definition, output_places, plan_in_place,
                                                 split_region)
 from trace_lab.runtime.call_memory import measure_workspace
@@ -96,20 +95,10 @@ def test_a_boxed_region_drops_an_input_after_its_last_read():
     torch.testing.assert_close(got[0], expected[0])
 
 
-class _SwiGLU(nn.Module):
-    def __init__(self, d=64, f=128):
-        super().__init__()
-        self.w1, self.w3 = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False)
-        self.w2 = nn.Linear(f, d, bias=False)
-
-    def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-
 def test_nvfuser_regions_write_over_dying_inputs_match_eager_and_measure_as_predicted(monkeypatch):
     cpu_nvfuser(monkeypatch)
     torch.manual_seed(0)
-    model = _SwiGLU()
+    model = MLP(64, 128)  # a SwiGLU feed-forward
     x = torch.randn(4, 32, 64, requires_grad=True)
     reports = {}
     for in_place in (True, False):
@@ -117,9 +106,7 @@ def test_nvfuser_regions_write_over_dying_inputs_match_eager_and_measure_as_pred
                                                   donate_inplace=in_place)
         assert r.ok, r.comparison
         assert r.comparison["checked"]["grads"] == 4
-        for m in r.memory:
-            measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
-            assert measured is not None and 0 <= measured - predicted <= SCALAR_SLACK, m
+        assert_report_peaks_match(r)
     over = {r.name: r for r in reports[True].traces("backward")[-1].compiled_regions.values()
             if r.details.get("in_place_over")}
     assert over, "no backward region wrote an output over a dying input"
@@ -133,7 +120,6 @@ def test_nvfuser_regions_write_over_dying_inputs_match_eager_and_measure_as_pred
 
 
 def test_llama_layers_with_donation_match_eager_and_measure_as_predicted(monkeypatch):
-    from examples.llama import LlamaStack
 
     cpu_nvfuser(monkeypatch)
     torch.manual_seed(0)
@@ -142,9 +128,7 @@ def test_llama_layers_with_donation_match_eager_and_measure_as_predicted(monkeyp
     for donate in (True, False):
         r = trace_lab.inspect(model, x, fusion="layers", executor="nvfuser", runs=1, donate_inputs=donate)
         assert r.ok, r.comparison
-        for m in r.memory:
-            measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
-            assert measured is not None and 0 <= measured - predicted <= SCALAR_SLACK, m
+        assert_report_peaks_match(r)
         donating = [g for g in r.traces("backward")[-1].compiled_regions.values() if g.donated]
         assert bool(donating) is donate
         # the program drops its names of the handed-over inputs and calls the region's boxed entry with the list
@@ -168,12 +152,10 @@ def test_a_refused_alias_leaves_fresh_outputs_not_a_torch_fallback(monkeypatch):
 
     monkeypatch.setattr(nvfuser_mock.FusionDefinition, "add_output", refuse_aliases)
     torch.manual_seed(0)
-    r = trace_lab.inspect(_SwiGLU(), torch.randn(4, 32, 64, requires_grad=True), fusion="dataflow",
+    r = trace_lab.inspect(MLP(64, 128), torch.randn(4, 32, 64, requires_grad=True), fusion="dataflow",
                           executor="nvfuser", runs=1)
     assert r.ok, r.comparison
-    for m in r.memory:
-        measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
-        assert measured is not None and 0 <= measured - predicted <= SCALAR_SLACK, m
+    assert_report_peaks_match(r)
     compiled = r.compilation("backward", 0).compiled
     assert not [g for g in compiled.regions.values() if g.details.get("in_place_over")]
     assert any("refused" in n and "fresh buffers" in n for n in compiled.notes), compiled.notes

@@ -178,23 +178,13 @@ def test_regions_write_over_dying_inputs_on_real_nvfuser(dtype):
     against eager, some backward region's output in the storage of an input that dies in it (alias_input, the
     record's measured layout), none with donate_inplace off, and the measured peak within 1% of the predicted
     one either way (the outputs written in place are not counted twice)."""
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    class SwiGLU(nn.Module):
-        def __init__(self, d=256, f=688):
-            super().__init__()
-            self.w1, self.w3 = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False)
-            self.w2 = nn.Linear(f, d, bias=False)
-
-        def forward(self, x):
-            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+    from examples.llama import MLP  # a SwiGLU feed-forward
 
     written = {}
     for in_place in (True, False):
         torch.manual_seed(0)
-        model = SwiGLU().to("cuda", dtype)
-        ref = SwiGLU().to("cuda", dtype)
+        model = MLP(256, 688).to("cuda", dtype)
+        ref = MLP(256, 688).to("cuda", dtype)
         ref.load_state_dict(model.state_dict())
         x = torch.randn(4, 512, 256, device="cuda", dtype=dtype, requires_grad=True)
         x_ref = x.detach().clone().requires_grad_(True)

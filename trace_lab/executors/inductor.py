@@ -48,7 +48,7 @@ import time
 import torch
 import torch.fx as fx
 
-from ..analysis.region_record import RegionRecord, plan_record
+from ..analysis.region_record import RegionRecord
 from ..analysis.storage import CUDA_ROUNDING
 from ..errors import TraceLabError
 from ..ir.trace import Trace, is_getitem, tensor_values
@@ -56,8 +56,8 @@ from .interface import CompiledProgram, Executor, register
 from .inductor_ops import FUSIBLE, FUSIBLE_TAGS, NOT_FUSED, inductor_can_compile, inductor_can_fuse, inductor_fuse_reason  # noqa: F401 - the table, re-exported
 from ..runtime import generate
 from .compile_pool import THREADS, compile_all
-from .fusion_cache import FusionCache, region_signature, signature_hash
-from .donation import inplace_positions
+from .fusion_cache import FusionCache, signature_hash
+from .donation import region_jobs
 from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
 from .workspace import example_tensor as _example
 from .workspace import compiled_region, measure_workspace
@@ -379,17 +379,8 @@ class InductorExecutor(Executor):
         region_nodes = [n for n in trace.ops if n.op == "call_module"]
         live = trace.liveness(materialized_regions=False) if region_nodes else None
         donatable = {ln.node: ln.donatable for ln in live.lines if ln.donatable} if live and self.donate_inputs else {}
-        jobs = []  # (node, region GraphModule, input values, plan, signature, cache key, inputs it may overwrite)
-        for node in region_nodes:
-            sub = trace.gm.get_submodule(node.target)
-            input_vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
-            plan = plan_record(node)
-            jobs.append((node, sub, input_vals, plan, plan.signature or region_signature(sub, input_vals)))
-        overs = inplace_positions(jobs, donatable, one_per_signature=trace.info.get("fusion") == "layers") \
-            if self.donate_inplace else {}
-        jobs = [(node, sub, input_vals, plan, signature,
-                 f"{signature}|in place over inputs {overs[node]}" if overs.get(node) else signature,
-                 overs.get(node, ())) for node, sub, input_vals, plan, signature in jobs]
+        # (node, region GraphModule, input values, plan, signature, cache key, inputs it may overwrite)
+        jobs = region_jobs(trace, region_nodes, donatable, self.donate_inplace)
         # every distinct region the cache lacks (every region with the cache off) compiles at once (compile_pool)
         pending = {}
         for i, (node, sub, input_vals, _plan, _signature, key, over) in enumerate(jobs):

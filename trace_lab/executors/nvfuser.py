@@ -40,9 +40,8 @@ from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import (RegionProgram, Segment, build_definition, output_places, plan_in_place, segment_signature,
                              split_region, torch_target)
-from .donation import inplace_positions
+from .donation import region_jobs
 from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
-from ..passes.signature import region_signature
 
 __all__ = ["NvFuserExecutor", "region_definitions"]
 
@@ -240,7 +239,7 @@ class NvFuserExecutor(Executor):
             if region_nodes and (self.donate_inputs or self.cover_regions) else None
         donatable = {ln.node: ln.donatable for ln in live.lines if ln.donatable} \
             if live is not None and self.donate_inputs else {}
-        jobs = self._jobs(trace, region_nodes, donatable)
+        jobs = region_jobs(trace, region_nodes, donatable, self.donate_inplace)
         covers, refused = self._plan_covers(jobs, live, donatable)
         # regions that run another region's code come last: that region has compiled by then
         order = [n for n in region_nodes if n not in covers] + [n for n in region_nodes if n in covers]
@@ -283,22 +282,6 @@ class NvFuserExecutor(Executor):
         compiled.region_programs = {plan_record(n).name: programs[n] for n in region_nodes if n not in covers}
         compiled.region_code = {name: (lambda fds=fds: "\n\n".join(repr(fd) for fd in fds)) for name, fds in definitions.items()}
         return compiled
-
-    def _jobs(self, trace: Trace, region_nodes: list, donatable: dict) -> list:
-        """``(node, region GraphModule, input values, plan, signature, cache key, input positions its code may
-        write over)`` per region, as :func:`.region_cover.plan_covers` takes them. The positions are
-        :func:`.donation.inplace_positions`' (``donate_inplace``: one set per signature); a region compiled to
-        write over inputs has its own cache key."""
-        rows = []
-        for node in region_nodes:
-            sub = trace.gm.get_submodule(node.target)
-            vals = [a.meta.get("val") if isinstance(a, fx.Node) else a for a in node.args]
-            plan = plan_record(node)
-            rows.append((node, sub, vals, plan, plan.signature or region_signature(sub, vals)))
-        overs = inplace_positions(rows, donatable, one_per_signature=trace.info.get("fusion") == "layers") \
-            if self.donate_inplace else {}
-        return [(node, sub, vals, plan, sig, f"{sig}|in place over inputs {overs[node]}" if overs.get(node) else sig,
-                 overs.get(node, ())) for node, sub, vals, plan, sig in rows]
 
     def _plan_covers(self, jobs: list, live, donatable: dict) -> tuple[dict, dict]:
         """(covered node -> (covering key, Cover, covering input values), node -> (covering region's name, bytes,
