@@ -223,6 +223,27 @@ def test_run_distributed_reports_a_failing_rank():
         tld.run_distributed(_fails, nproc=2, device="cpu", timeout_s=60)
 
 
+def _waits_for_rank_0():
+    """Rank 1 never reaches the barrier rank 0 waits in: a hang in a collective."""
+    import time
+
+    import torch.distributed as dist
+
+    if tld.current().rank == 0:
+        dist.barrier()
+    else:
+        time.sleep(60)
+
+
+def test_a_launch_that_times_out_says_where_each_rank_was():
+    with pytest.raises(trace_lab.TraceLabError) as err:
+        tld.run_distributed(_waits_for_rank_0, nproc=2, device="cpu", timeout_s=8)
+    text = str(err.value)
+    assert "timed out after 8 s with 2 rank(s) still running" in text, text
+    assert re.search(r"(?s)rank 0 was at:.*barrier.*_waits_for_rank_0", text), text
+    assert re.search(r"(?s)rank 1 was at:.*_waits_for_rank_0", text), text
+
+
 def _aborts_once(marker):
     """Rank 1 aborts (SIGABRT, as a gloo rank's heap check once did) the first time only."""
     import os

@@ -160,3 +160,22 @@ def test_a_refused_alias_leaves_fresh_outputs_not_a_torch_fallback(monkeypatch):
     assert not [g for g in compiled.regions.values() if g.details.get("in_place_over")]
     assert any("refused" in n and "fresh buffers" in n for n in compiled.notes), compiled.notes
     assert not [n for n in compiled.notes if "runs through torch" in n], compiled.notes
+
+
+def test_in_place_writing_leaves_the_first_layers_covers_in_place(monkeypatch):
+    """The first layer's backward (its input needs no gradient) runs its repeats' region programs whether or not
+    their segments write over inputs: a cover is refused only for an input the covering code really writes
+    (``NvFuserExecutor._written_over``), and these backward regions (matmuls, reductions) write over none."""
+    cpu_nvfuser(monkeypatch)
+    covered = {}
+    for in_place in (True, False):
+        torch.manual_seed(0)
+        r = trace_lab.inspect(LlamaStack(layers=3, dim=32, heads=4), torch.randn(4, 16, 32), fusion="layers",
+                              executor="nvfuser", runs=1, cover_regions=True, donate_inplace=in_place)
+        assert r.ok, r.comparison
+        assert_report_peaks_match(r)
+        regions = list(r.compilation("backward", 0).compiled.regions.values())
+        covered[in_place] = [(g.name, g.details.get("runs_code_of")) for g in regions if g.details.get("runs_code_of")]
+        n = len(covered[in_place])
+        assert n >= 1 and [name for name, _ in covered[in_place]] == [g.name for g in regions][-n:], covered
+    assert covered[True] == covered[False], covered

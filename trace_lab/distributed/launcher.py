@@ -16,6 +16,9 @@ signal before reporting (a gloo rank of notebook 05 aborted with "malloc(): unal
 chunk detected", twice on 2026-11-27 among some twenty runs, inside torch, not in the cell's code)
 is not the target's error: the launch runs again once (``retry_crashed``) and
 ``DistributedRun.notes`` says so (the ``--nproc`` cell's summary row "processes" too).
+A launch that runs past ``timeout_s`` fails with where each rank still running was: before the ranks are
+killed each dumps its threads' Python stacks (``faulthandler`` on SIGUSR1) and the error quotes the last
+frames of each, so a hang in a collective or a rendezvous says so.
 
 The target is either a callable ``target(*args, **kwargs)`` or Python source
 that is ``exec``-ed in a copy of ``namespace``; inside a worker,
@@ -28,6 +31,7 @@ from __future__ import annotations
 import os
 import pickle
 import socket
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -128,11 +132,16 @@ def _is_report(value) -> bool:
     return callable(getattr(value, "to_dict", None)) and all(hasattr(value, a) for a in _REPORT_TIMINGS)
 
 
-def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace, queue, threads):
+def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace, queue, threads, stacks=None):
     global _CURRENT
     import torch.distributed as dist
 
     result = RankResult(rank=rank)
+    if stacks is not None:  # where this rank is, on request (a launch that timed out: _rank_stacks)
+        import faulthandler
+        import signal
+
+        faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)  # noqa: SIM115 - lives
     try:
         if threads:
             torch.set_num_threads(threads)
@@ -224,10 +233,12 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
     queue = ctx.SimpleQueue()
     port = free_port()
     threads = max(1, (os.cpu_count() or 1) // nproc) if device == "cpu" else 0
+    stacks_dir = tempfile.TemporaryDirectory(prefix="trace_lab_ranks_")
+    stacks = [os.path.join(stacks_dir.name, f"rank{rank}.txt") for rank in range(nproc)]
     procs = []
     for rank in range(nproc):
         p = ctx.Process(target=_worker, args=(rank, nproc, backend, device, port, target, args, kwargs, namespace,
-                                              queue, threads), daemon=False)
+                                              queue, threads, stacks[rank]), daemon=False)
         p.start()
         procs.append(p)
     results: dict[int, RankResult] = {}
@@ -238,7 +249,8 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
                 if any(r.error for r in results.values()):
                     break
                 raise TraceLabError(f"run_distributed: timed out after {timeout_s:.0f} s with "
-                                    f"{nproc - len(results)} rank(s) still running")
+                                    f"{nproc - len(results)} rank(s) still running (port {port})"
+                                    + _rank_stacks(procs, stacks, results))
             if not queue.empty():
                 r = pickle.loads(queue.get())
                 results[r.rank] = r
@@ -257,11 +269,37 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
             if p.is_alive():
                 p.kill()
                 p.join()
+        stacks_dir.cleanup()
     errors = sorted((r for r in results.values() if r.error), key=lambda r: r.rank)
     if errors:
         first = errors[0]
         raise TraceLabError(f"run_distributed: rank {first.rank} failed:\n{first.error}")
     return results
+
+
+def _rank_stacks(procs, stacks: list, results: dict, frames: int = 8) -> str:
+    """Where each rank still running is: its threads' stacks, dumped on SIGUSR1 (``_worker``), the last
+    ``frames`` lines of each thread (innermost first, as ``faulthandler`` writes them)."""
+    import signal
+
+    alive = [i for i, p in enumerate(procs) if i not in results and p.is_alive()]
+    for i in alive:
+        try:
+            os.kill(procs[i].pid, signal.SIGUSR1)
+        except OSError:
+            pass
+    time.sleep(1.0)
+    parts = []
+    for i in alive:
+        try:
+            with open(stacks[i]) as f:
+                text = f.read()
+        except OSError:
+            text = ""
+        threads = [t.strip().splitlines() for t in text.split("\n\n") if t.strip()]
+        shown = "\n".join("    " + "\n    ".join(t[:frames + 1]) for t in threads) or "    (no stack was written)"
+        parts.append(f"\nrank {i} was at:\n{shown}")
+    return "".join(parts)
 
 
 def _signal_name(code: int) -> str:

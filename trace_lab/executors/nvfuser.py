@@ -239,7 +239,7 @@ class NvFuserExecutor(Executor):
             if region_nodes and (self.donate_inputs or self.cover_regions) else None
         donatable = {ln.node: ln.donatable for ln in live.lines if ln.donatable} \
             if live is not None and self.donate_inputs else {}
-        jobs = region_jobs(trace, region_nodes, donatable, self.donate_inplace)
+        jobs = self._written_over(trace, region_jobs(trace, region_nodes, donatable, self.donate_inplace))
         covers, refused = self._plan_covers(jobs, live, donatable)
         # regions that run another region's code come last: that region has compiled by then
         order = [n for n in region_nodes if n not in covers] + [n for n in region_nodes if n in covers]
@@ -282,6 +282,25 @@ class NvFuserExecutor(Executor):
         compiled.region_programs = {plan_record(n).name: programs[n] for n in region_nodes if n not in covers}
         compiled.region_code = {name: (lambda fds=fds: "\n\n".join(repr(fd) for fd in fds)) for name, fds in definitions.items()}
         return compiled
+
+    def _written_over(self, trace: Trace, jobs: list) -> list:
+        """``jobs`` with each region's in-place positions narrowed to the inputs its segments do write over
+        (:func:`.nvfuser_region.plan_in_place` on its split; one split per signature and positions), and its cache
+        key with them: a region none of whose segments is elementwise keeps the plain key, and a cover
+        (:func:`.region_cover.plan_covers`) is refused only for an input the covering code really writes."""
+        narrowed: dict = {}
+        out = []
+        for node, sub, vals, plan, sig, key, over in jobs:
+            if over:
+                if (sig, over) not in narrowed:
+                    steps, _ = split_region(trace.gm.get_submodule(node.target), self.compile_reason)
+                    places = [n for n in sub.graph.nodes if n.op == "placeholder"]
+                    written = plan_in_place(sub, steps, {places[i] for i in over})
+                    narrowed[sig, over] = tuple(i for i in over if places[i] in written)
+                over = narrowed[sig, over]
+                key = f"{sig}|in place over inputs {over}" if over else sig
+            out.append((node, sub, vals, plan, sig, key, over))
+        return out
 
     def _plan_covers(self, jobs: list, live, donatable: dict) -> tuple[dict, dict]:
         """(covered node -> (covering key, Cover, covering input values), node -> (covering region's name, bytes,
