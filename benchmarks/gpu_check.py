@@ -21,7 +21,10 @@ a GPU machine's time is spent. It writes
 nvFuser versions, and every item with pass / fail / skip, the reason and its time; the executed notebooks go
 to ``benchmarks/results/gpu-check-notebooks/`` only with ``--keep-notebooks``. Exit status: 0 when every item
 passed (an nvFuser item may skip, with its reason, where nvFuser does not import), 1 on any failure or error,
-on a run stopped by the budget, or when no test ran; 2 without a CUDA device. A run the budget stopped names the
+on a run stopped by the budget, or when no test ran; 2 without a CUDA device. Before any test runs it checks that
+what the check needs imports (:data:`NEEDED`: nvFuser, the notebook stack, graphviz) and stops at once, exit 1,
+naming what is missing: a machine set up wrong would otherwise spend minutes of GPU time on a check that cannot
+pass (session 33's first call: 255 s for 26 skips and 28 import errors). ``--allow-missing`` runs it anyway. A run the budget stopped names the
 items it did not reach and prints the command that runs just those (``not_reached``, ``rerun_command``).
 """
 from __future__ import annotations
@@ -48,6 +51,25 @@ MARKERS = "gpu or teaching"
 # the full tier dev.py appends to every check's pytest arguments (dev.gpu_check_args; no Chromium there: its
 # browser tests need CI's): a check given nothing more is whole
 TIER_ARGS = ["--full", "-m", f"({MARKERS}) or (full and not browser)"]
+
+
+# module -> what needs it; each must import for a complete check (``--allow-missing`` runs without)
+NEEDED = {"nvfuser_direct": "the nvFuser executor's tests and workloads", "graphviz": "the graph views",
+          "ipywidgets": "the magic and its widgets", "nbformat": "the teaching notebooks",
+          "nbclient": "the teaching notebooks", "ipykernel": "the teaching notebooks' kernel"}
+
+
+def missing_modules(needed: dict = NEEDED) -> list[str]:
+    """``needed``'s modules that do not import here, each with its error and what needs it."""
+    import importlib
+
+    missing = []
+    for name, what in needed.items():
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # noqa: BLE001 - named, with what needs it
+            missing.append(f"{name} ({what}): {type(e).__name__}: {str(e)[:160]}")
+    return missing
 
 
 def environment() -> dict:
@@ -395,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--forecast", action="store_true",
                     help="only say how long the check would take on --workers against --budget (collects, runs "
                          "nothing; needs no GPU): plan a GPU machine's call before starting one")
+    ap.add_argument("--allow-missing", action="store_true",
+                    help="run even where a module the check needs does not import (NEEDED); the check then fails "
+                         "as incomplete, but says what did pass")
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (e.g. -k llama to check a part), after "
                                                    "this script's own options")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -403,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         a = argv[ours]
         if a in ("--budget", "--workers", "--out"):
             ours += 2
-        elif a in ("--keep-notebooks", "--forecast", "-h", "--help") or a.split("=")[0] in ("--budget", "--workers",
+        elif a in ("--keep-notebooks", "--forecast", "--allow-missing", "-h", "--help") or a.split("=")[0] in ("--budget", "--workers",
                                                                                            "--out"):
             ours += 1
         else:
@@ -419,6 +444,12 @@ def main(argv: list[str] | None = None) -> int:
         print("[gpu-check] no CUDA device here: the GPU check runs on a machine with an NVIDIA GPU "
               "(the CPU suite is `python3 dev.py test`)", file=sys.stderr)
         return 2
+    missing = missing_modules(NEEDED)
+    if missing and not args.allow_missing:
+        print("[gpu-check] stopped before any test: what the check needs does not import here:\n  "
+              + "\n  ".join(missing) + "\n(on this project's GPU machine: `source .device/setup.sh` first, and check "
+              "that it made its site directory; --allow-missing runs the check anyway)", file=sys.stderr, flush=True)
+        return 1
     env = environment()
     print(f"[gpu-check] {env['gpu']}, torch {env['torch']}, nvFuser {env['nvfuser'] or 'not importable'}, "
           f"commit {env['commit']}", flush=True)

@@ -166,3 +166,24 @@ def test_a_run_the_budget_stops_names_the_items_it_did_not_reach_and_how_to_run_
     base = module.write(env, first, run, False, ["stopped by the time budget"], tmp_path / "out")
     text = base.with_suffix(".txt").read_text()
     assert "== not reached (the budget stopped the run first): 2" in text and command in text, text
+
+
+def test_a_machine_missing_what_the_check_needs_stops_before_any_test(monkeypatch, capsys):
+    """Session 33's first GPU call ran 255 s on a machine whose set-up had failed (no nvFuser, graphviz,
+    ipywidgets, nbformat): the check now names what does not import and stops before pytest starts."""
+    gc = _gpu_check()
+    found = gc.missing_modules({"json": "the reports", "trace_lab_no_such_module": "the thing under test"})
+    assert len(found) == 1 and found[0].startswith("trace_lab_no_such_module (the thing under test): "
+                                                   "ModuleNotFoundError"), found
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(gc, "NEEDED", {"trace_lab_no_such_module": "the nvFuser executor's tests"})
+
+    def no_pytest(*a, **k):
+        raise AssertionError("pytest started on a machine that cannot pass the check")
+
+    monkeypatch.setattr(gc, "run_pytest", no_pytest)
+    assert gc.main(["--budget", "10"]) == 1
+    err = capsys.readouterr().err
+    assert "stopped before any test" in err and "trace_lab_no_such_module (the nvFuser executor's tests)" in err, err
