@@ -17,7 +17,7 @@ import torch.fx as fx
 from ..analysis.region_record import plan_record
 from ..passes.signature import region_signature
 
-__all__ = ["inplace_positions", "region_jobs"]
+__all__ = ["inplace_key", "inplace_positions", "region_jobs"]
 
 
 def inplace_positions(jobs, donatable: dict, one_per_signature: bool = False) -> dict:
@@ -36,6 +36,12 @@ def inplace_positions(jobs, donatable: dict, one_per_signature: bool = False) ->
             if donatable.get(node) and common.get(signature)}
 
 
+def inplace_key(signature: str, over: tuple) -> str:
+    """The cache key of a region of ``signature`` compiled to write over the inputs at ``over`` (none: the
+    signature itself)."""
+    return f"{signature}|in place over inputs {over}" if over else signature
+
+
 def region_jobs(trace, region_nodes: list, donatable: dict, in_place: bool) -> list:
     """``(node, region GraphModule, input values, plan, signature, cache key, input positions its code may write
     over)`` per region, as both executors compile them and :func:`.region_cover.plan_covers` takes them. With
@@ -49,5 +55,5 @@ def region_jobs(trace, region_nodes: list, donatable: dict, in_place: bool) -> l
         rows.append((node, sub, vals, plan, plan.signature or region_signature(sub, vals)))
     overs = inplace_positions(rows, donatable, one_per_signature=trace.info.get("fusion") == "layers") \
         if in_place else {}
-    return [(node, sub, vals, plan, sig, f"{sig}|in place over inputs {overs[node]}" if overs.get(node) else sig,
-             overs.get(node, ())) for node, sub, vals, plan, sig in rows]
+    return [(node, sub, vals, plan, sig, inplace_key(sig, overs.get(node, ())), overs.get(node, ()))
+            for node, sub, vals, plan, sig in rows]

@@ -40,7 +40,7 @@ from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import (RegionProgram, Segment, build_definition, output_places, plan_in_place, segment_signature,
                              split_region, torch_target)
-from .donation import region_jobs
+from .donation import inplace_key, region_jobs
 from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
 
 __all__ = ["NvFuserExecutor", "region_definitions"]
@@ -239,7 +239,7 @@ class NvFuserExecutor(Executor):
             if region_nodes and (self.donate_inputs or self.cover_regions) else None
         donatable = {ln.node: ln.donatable for ln in live.lines if ln.donatable} \
             if live is not None and self.donate_inputs else {}
-        jobs = self._written_over(trace, region_jobs(trace, region_nodes, donatable, self.donate_inplace))
+        jobs = self._written_over(region_jobs(trace, region_nodes, donatable, self.donate_inplace))
         covers, refused = self._plan_covers(jobs, live, donatable)
         # regions that run another region's code come last: that region has compiled by then
         order = [n for n in region_nodes if n not in covers] + [n for n in region_nodes if n in covers]
@@ -283,7 +283,7 @@ class NvFuserExecutor(Executor):
         compiled.region_code = {name: (lambda fds=fds: "\n\n".join(repr(fd) for fd in fds)) for name, fds in definitions.items()}
         return compiled
 
-    def _written_over(self, trace: Trace, jobs: list) -> list:
+    def _written_over(self, jobs: list) -> list:
         """``jobs`` with each region's in-place positions narrowed to the inputs its segments do write over
         (:func:`.nvfuser_region.plan_in_place` on its split; one split per signature and positions), and its cache
         key with them: a region none of whose segments is elementwise keeps the plain key, and a cover
@@ -293,12 +293,12 @@ class NvFuserExecutor(Executor):
         for node, sub, vals, plan, sig, key, over in jobs:
             if over:
                 if (sig, over) not in narrowed:
-                    steps, _ = split_region(trace.gm.get_submodule(node.target), self.compile_reason)
+                    steps, _ = split_region(sub, self.compile_reason)
                     places = [n for n in sub.graph.nodes if n.op == "placeholder"]
                     written = plan_in_place(sub, steps, {places[i] for i in over})
                     narrowed[sig, over] = tuple(i for i in over if places[i] in written)
                 over = narrowed[sig, over]
-                key = f"{sig}|in place over inputs {over}" if over else sig
+                key = inplace_key(sig, over)
             out.append((node, sub, vals, plan, sig, key, over))
         return out
 
