@@ -244,6 +244,20 @@ def test_a_launch_that_times_out_says_where_each_rank_was():
     assert re.search(r"(?s)rank 1 was at:.*_waits_for_rank_0", text), text
 
 
+def _threads():
+    return torch.get_num_threads()
+
+
+def test_cpu_ranks_take_no_more_threads_than_the_launcher(monkeypatch):
+    """Each CPU rank gets its share of the cores, and no more threads than the process that launched it uses."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)  # the GPU host's: 8 a rank before (session 33)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # as the launcher reads it; the ranks read their own
+    run = tld.run_distributed(_threads, nproc=2, device="cpu", timeout_s=60)
+    assert run.values == [1, 1], run.values
+
+
 def _aborts_once(marker):
     """Rank 1 aborts (SIGABRT, as a gloo rank's heap check once did) the first time only."""
     import os

@@ -232,7 +232,9 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
     """Start ``nproc`` ranks, wait for each one's result -> {rank: RankResult}; raises on a rank's error."""
     queue = ctx.SimpleQueue()
     port = free_port()
-    threads = max(1, (os.cpu_count() or 1) // nproc) if device == "cpu" else 0
+    # CPU ranks split the cores, and none takes more threads than this process uses (a test session's 2): a rank
+    # of a loaded machine that spins more OpenMP threads than it gets cores can slow down a hundredfold
+    threads = max(1, min((os.cpu_count() or 1) // nproc, torch.get_num_threads())) if device == "cpu" else 0
     stacks_dir = tempfile.TemporaryDirectory(prefix="trace_lab_ranks_")
     stacks = [os.path.join(stacks_dir.name, f"rank{rank}.txt") for rank in range(nproc)]
     procs = []
