@@ -24,8 +24,8 @@ passed (an nvFuser item may skip, with its reason, where nvFuser does not import
 on a run stopped by the budget, or when no test ran; 2 without a CUDA device. Before any test runs it checks that
 what the check needs imports (:data:`NEEDED`: nvFuser, the notebook stack, graphviz) and stops at once, exit 1,
 naming what is missing: a machine set up wrong would otherwise spend minutes of GPU time on a check that cannot
-pass (session 33's first call: 255 s for 26 skips and 28 import errors). ``--allow-missing`` runs it anyway. A run the budget stopped names the
-items it did not reach and prints the command that runs just those (``not_reached``, ``rerun_command``).
+pass (session 33's first call: 255 s for 26 skips and 28 import errors). ``--allow-missing`` runs it anyway.
+A run the budget stopped names the items it did not reach and prints the command that runs just those (``not_reached``, ``rerun_command``).
 """
 from __future__ import annotations
 
@@ -428,8 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         a = argv[ours]
         if a in ("--budget", "--workers", "--out"):
             ours += 2
-        elif a in ("--keep-notebooks", "--forecast", "--allow-missing", "-h", "--help") or a.split("=")[0] in ("--budget", "--workers",
-                                                                                           "--out"):
+        elif a in ("--keep-notebooks", "--forecast", "--allow-missing", "-h", "--help") \
+                or a.split("=")[0] in ("--budget", "--workers", "--out"):
             ours += 1
         else:
             break

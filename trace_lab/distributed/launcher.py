@@ -141,7 +141,10 @@ def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace,
         import faulthandler
         import signal
 
-        faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)  # noqa: SIM115 - lives
+        try:
+            faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)  # noqa: SIM115 - lives
+        except (OSError, ValueError, AttributeError):  # no file, no SIGUSR1: a timeout then names no stack
+            pass
     try:
         if threads:
             torch.set_num_threads(threads)
