@@ -28,8 +28,10 @@ Report) and/or ``result`` (any picklable value) to send them back.
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
+import signal
 import socket
 import tempfile
 import time
@@ -138,9 +140,6 @@ def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace,
 
     result = RankResult(rank=rank)
     if stacks is not None:  # where this rank is, on request (a launch that timed out: _rank_stacks)
-        import faulthandler
-        import signal
-
         try:
             faulthandler.register(signal.SIGUSR1, file=open(stacks, "w"), all_threads=True)  # noqa: SIM115 - lives
         except (OSError, ValueError, AttributeError):  # no file, no SIGUSR1: a timeout then names no stack
@@ -285,8 +284,6 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
 def _rank_stacks(procs, stacks: list, results: dict, frames: int = 8) -> str:
     """Where each rank still running is: its threads' stacks, dumped on SIGUSR1 (``_worker``), the last
     ``frames`` lines of each thread (innermost first, as ``faulthandler`` writes them)."""
-    import signal
-
     alive = [i for i, p in enumerate(procs) if i not in results and p.is_alive()]
     for i in alive:
         try:
@@ -308,8 +305,6 @@ def _rank_stacks(procs, stacks: list, results: dict, frames: int = 8) -> str:
 
 
 def _signal_name(code: int) -> str:
-    import signal
-
     try:
         return f": {signal.Signals(-code).name}" if code < 0 else ""
     except ValueError:
