@@ -1,6 +1,7 @@
-"""A jit's first call starts Inductor's one-off work before the capture (issue 27, first iteration): on a CPU-only
-machine the C++ toolchain checks (``cpu_vec_isa.valid_vec_isa_list``) run on a thread of their own, and only when
-the options compile regions with Inductor."""
+"""Making a jit starts Inductor's one-off work before the first call's capture (issue 27, first iteration), as making
+``torch.compile(fn)`` does: it imports Inductor's compile path, and on a CPU-only machine the C++ toolchain checks
+(``cpu_vec_isa.valid_vec_isa_list``) run on a thread of their own; only when the options compile regions with
+Inductor."""
 import threading
 
 import pytest
@@ -32,7 +33,7 @@ def _step(x):
     return (x.sin() * 2 + 1).relu().sum()
 
 
-def test_the_first_inductor_call_checks_the_toolchain_on_its_own_thread(checks):
+def test_making_an_inductor_jit_checks_the_toolchain_on_its_own_thread(checks):
     x = torch.randn(8, 16)
     jfn = trace_lab.jit(_step, fusion="dataflow", executor="inductor")
     torch.testing.assert_close(jfn(x), _step(x))
@@ -72,3 +73,27 @@ print(found)
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == "[('trace_lab-cpu-toolchain', True, True)]", run.stdout + run.stderr[-2000:]
+
+
+_IMPORTS_AT_MAKING = """
+import sys
+import trace_lab
+before = "torch._inductor.compile_fx" in sys.modules
+jfn = trace_lab.jit(lambda x: x.sin() + 1, fusion=FUSION, executor=EXECUTOR)
+print(before, "torch._inductor.compile_fx" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("fusion,executor,imported", [("dataflow", "inductor", True), ("dataflow", "eager", False),
+                                                      ("none", "inductor", False)])
+def test_making_a_jit_imports_inductor_only_when_its_regions_compile_with_it(fusion, executor, imported):
+    """What torch.compile(fn) imports when it is made (Inductor's compile path, ~2 s in a fresh process) is imported
+    when a jit is made, not inside its first call, and only where its regions will compile with Inductor. Run in a
+    fresh interpreter: this one has imported Inductor already."""
+    import subprocess
+    import sys
+
+    code = _IMPORTS_AT_MAKING.replace("FUSION", repr(fusion)).replace("EXECUTOR", repr(executor))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split()[-2:] == ["False", str(imported)], run.stdout + run.stderr[-2000:]

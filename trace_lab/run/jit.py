@@ -129,6 +129,7 @@ class JitFunction:
         self.progress = getattr(_PROGRESS, "callback", None)  # compile events (compile_progress)
         _raise_recompile_limits()
         self._compiled = torch.compile(_entry(fn), backend=self.session.backend, dynamic=False)
+        _warm_inductor(self.options)
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -137,8 +138,6 @@ class JitFunction:
         if self._scratch_pending:
             self.complete_measurements()
         breaks = None if self.programs else dynamo_break_counts()  # why nothing is captured (last_traces)
-        if self.calls == 1:
-            _warm_inductor_workers(self.options)
         try:
             out = self._compiled(*args, **kwargs)
             if self._fsdp_unchecked:
@@ -312,18 +311,25 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def _warm_inductor_workers(options: Options) -> None:
-    """At a jit's first call, what Inductor would otherwise do first when the first region compiles, started now so
-    that it overlaps Dynamo's and AOTAutograd's capture (issue 27, first iteration). On a machine with CUDA, when
-    CUDA programs would run fused regions through Inductor: its compile workers
-    (:func:`..executors.inductor.warm_compile_workers`), so that the regions' Triton kernels compile in parallel from
-    the first region on. Where CPU programs would (no CUDA here): its one-off C++ toolchain checks, on a thread
-    (:func:`..executors.inductor.warm_cpu_toolchain`)."""
-    from ..executors.inductor import warm_compile_workers, warm_cpu_toolchain
-
+def _warm_inductor(options: Options) -> None:
+    """When a jit is made whose regions Inductor will compile, what ``torch.compile(fn)`` does when it is made with
+    its own ``inductor`` backend (issue 27, first iteration): import Inductor's compile path
+    (``torch._inductor.compile_fx``, which brings its code generators and kernel templates: ~2 s in a fresh process,
+    more where the installed torch has no cached bytecode) and start what it would otherwise do first when the first
+    region compiles. On a machine with CUDA, when CUDA programs would run fused regions through Inductor: its compile
+    workers (:func:`..executors.inductor.warm_compile_workers`), which boot while Dynamo and AOTAutograd capture, so
+    that the regions' Triton kernels compile in parallel from the first region on. Where CPU programs would (no CUDA
+    here): its one-off C++ toolchain checks, on a thread (:func:`..executors.inductor.warm_cpu_toolchain`). Before
+    2026-11-29 this ran at the first call, whose time then held Inductor's imports that torch.compile's first call
+    does not (it made them when it was made). Nothing happens when no region would compile with Inductor."""
     device = torch.device("cuda" if _cuda_available() else "cpu")
     if resolve_fusion(options.fusion, device)[0] == "none" or resolve_run_executor(options, device)[0] != "inductor":
         return
+    import importlib
+
+    importlib.import_module("torch._inductor.compile_fx")  # the import itself is the point
+    from ..executors.inductor import warm_compile_workers, warm_cpu_toolchain
+
     if device.type == "cuda":
         warm_compile_workers()
     else:
