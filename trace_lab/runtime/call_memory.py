@@ -108,7 +108,7 @@ def _measure_donated(fn, input_vals, rounding: int, donate: tuple) -> tuple:
 
     device = next((v.device for v in input_vals if isinstance(v, torch.Tensor)), torch.device("cpu"))
     if device.type == "cpu":
-        outs, peak, _method = measure_peak_handing_over(fn.boxed, make_args, device)
+        outs, peak, _method = measure_peak_handing_over(fn.boxed, make_args, device, collect=False)
     else:
         outs, peak, _method = measure_peak(fn.boxed, make_args(), device, collect=False)
     outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]

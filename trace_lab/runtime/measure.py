@@ -280,7 +280,10 @@ class CpuMemoryWindows:
         if held is not None:
             held.__exit__(None, None, None)
 
-    def run(self, run, args, on_result):
+    def run(self, run, args, on_result, collect: bool = True):
+        """Run ``run(args)`` in its own window; ``collect`` as :func:`measure_peak`'s (a window's peak is a running
+        sum inside it, so garbage left from before changes nothing: a full collection first only tidies the
+        process for a program's measured run)."""
         self.start()
         if self._prof is None:
             on_result(None, self._failed)
@@ -288,7 +291,8 @@ class CpuMemoryWindows:
         import gc
 
         label = f"trace_lab::measure#{len(self._pending)}"
-        gc.collect()
+        if collect:
+            gc.collect()
         enabled = gc.isenabled()
         gc.disable()
         try:
@@ -328,15 +332,17 @@ class CpuMemoryWindows:
         self._pending = []
 
 
-def measure_peak_handing_over(run, make_args, device: torch.device):
+def measure_peak_handing_over(run, make_args, device: torch.device, collect: bool = True):
     """:func:`measure_peak` for a program that frees inputs it is handed (a backward): ``make_args()``
-    builds them inside the measurement, so that on CPU their frees are seen (see CpuMemoryWindows)."""
+    builds them inside the measurement, so that on CPU their frees are seen (see CpuMemoryWindows).
+    ``collect``: as :func:`measure_peak`'s (False for a region's workspace, a difference inside the window)."""
     if device.type != "cpu":
-        return measure_peak(run, make_args(), device)
+        return measure_peak(run, make_args(), device, collect=collect)
     windows, result = CpuMemoryWindows(), {}
     windows.start()
     try:
-        outs = windows.run(run, make_args(), lambda peak, method: result.update(peak=peak, method=method))
+        outs = windows.run(run, make_args(), lambda peak, method: result.update(peak=peak, method=method),
+                           collect=collect)
     finally:
         windows.close()
     return outs, result.get("peak"), result.get("method", "not measured")
