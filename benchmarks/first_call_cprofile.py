@@ -4,9 +4,10 @@ beside a trace_lab configuration, each in a fresh process with Inductor's and Tr
     source .device/setup.sh && python3 benchmarks/first_call_cprofile.py --out benchmarks/results/NAME   # GPU machine
     python3 benchmarks/first_call_cprofile.py --layers 2 --out /tmp/fc                                 # CPU smoke run
 
-For each mode it writes ``<out>-<mode>.pstats`` (open with ``pstats.Stats``) and prints the wall time, the share of
-it in a few named stages (Dynamo's tracing, AOTAutograd, Inductor's lowering, scheduling and code generation, the
-wait for Triton kernels compiled in worker processes, the first run) and the top functions by cumulative time.
+For each mode it writes ``<out>-<mode>.pstats`` (open with ``pstats.Stats``) and prints the wall time, how many
+modules the call imported (and how long compiling their source took), each package's own time (cProfile's tottime:
+Dynamo's frame evaluation leaves cumulative times of the frames above it incomplete) and the top functions by
+cumulative time.
 cProfile slows Python-bound stages about 1.5-2x, so the walls here are longer than bench.py's: read the shares.
 cProfile sees only the thread it runs in: the lab's modes run with ``TRACE_LAB_COMPILE_THREADS=1`` (regions compiled
 one after another in the caller's thread, as the executor does with that setting), so their compiles are in the
@@ -27,35 +28,31 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-# (label, function-name substrings matched against "file:line(function)") of stages worth naming
-STAGES = [
-    ("Dynamo tracing", ("torch/_dynamo/convert_frame.py", "_compile_inner")),
-    ("AOTAutograd (capture + partition)", ("torch/_functorch/aot_autograd.py", "aot_module_simplified")),
-    ("min-cut partition", ("torch/_functorch/partitioners.py", "min_cut_rematerialization_partition")),
-    ("Inductor compile_fx_inner", ("torch/_inductor/compile_fx.py", "compile_fx_inner")),
-    ("Inductor GraphLowering.run", ("torch/_inductor/graph.py", "run")),
-    ("Inductor codegen", ("torch/_inductor/graph.py", "codegen")),
-    ("waiting for Triton workers", ("torch/_inductor/async_compile.py", "_wait_futures")),
-    ("loading output code", ("torch/_inductor/codecache.py", "load_by_key_path")),
-    ("autotuning at first run", ("torch/_inductor/runtime/triton_heuristics.py", "autotune_to_one_config")),
-    ("trace_lab executor", ("trace_lab/executors/inductor.py", "compile")),
-    ("trace_lab region compile", ("trace_lab/executors/inductor.py", "compile_region")),
-    ("trace_lab workspace measurement", ("trace_lab/runtime/call_memory.py", "measure_workspace")),
-    ("trace_lab passes", ("trace_lab/passes/registry.py", "run_passes")),
-    ("gc.collect", ("~", "<built-in method gc.collect>")),
-]
+def _by_package(stats: pstats.Stats) -> list[tuple[str, float]]:
+    """Seconds spent in each package's own code (cProfile's tottime summed; robust where a frame evaluator such as
+    Dynamo's leaves cumulative times incomplete), largest first."""
+    import re
+
+    total: dict[str, float] = {}
+    for (fname, _line, fn), (_cc, _nc, tt, _ct, _callers) in stats.stats.items():
+        path = fname.replace("\\", "/")
+        if path == "~":
+            key = "built-in " + fn[:50]
+        elif "trace_lab/" in path:
+            key = "trace_lab/" + path.split("trace_lab/")[-1].split("/")[0]
+        else:
+            m = re.search(r"site-packages/(torch/_?[a-z]+|[A-Za-z_]+)", path)
+            key = m.group(1) if m else path.rsplit("/", 1)[-1]
+        total[key] = total.get(key, 0.0) + tt
+    return sorted(total.items(), key=lambda kv: -kv[1])
 
 
-def _stage_seconds(stats: pstats.Stats) -> dict:
-    """Cumulative seconds of the outermost call of each named stage (recursion counted once)."""
-    out = {}
-    for label, (file_part, func) in STAGES:
-        total = 0.0
-        for (fname, _line, fn), (_cc, _nc, _tt, ct, _callers) in stats.stats.items():
-            if file_part in fname and fn == func or (file_part == "~" and fn == func):
-                total = max(total, ct)  # the largest entry: the outermost frames of one function
-        out[label] = round(total, 3)
-    return out
+def _imports(stats: pstats.Stats) -> tuple[int, int, float]:
+    """(modules executed during the call, of them torch's, seconds compiling module source: no cached bytecode)."""
+    mods = [fname for (fname, _l, fn) in stats.stats if fn == "<module>"]
+    source = sum(v[2] for (fname, _l, fn), v in stats.stats.items()
+                 if fn == "<built-in method builtins.compile>")
+    return len(mods), sum("site-packages/torch/" in f for f in mods), source
 
 
 def child(mode: str, layers: int, out: str) -> None:
@@ -84,8 +81,11 @@ def child(mode: str, layers: int, out: str) -> None:
     s = io.StringIO()
     pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(45)
     print(f"== {mode}: first call {wall:.2f} s under cProfile ({device}, {layers} layers)")
-    for label, seconds in _stage_seconds(stats).items():
-        print(f"   {label:36s} {seconds:8.2f} s")
+    n, n_torch, source = _imports(stats)
+    print(f"   modules imported during the call: {n} ({n_torch} of torch); compiling source (builtins.compile): "
+          f"{source:.2f} s")
+    for key, seconds in _by_package(stats)[:15]:
+        print(f"   {key:44s} {seconds:8.2f} s (own time)")
     print(s.getvalue()[-9000:])
     print("RESULT " + json.dumps({"mode": mode, "wall_s": wall}))
 
