@@ -240,6 +240,31 @@ class _RegionCompiler(EagerExecutor):
         return super().compile(trace)
 
 
+def test_making_the_jit_is_under_the_first_calls_progress_not_the_eager_references(monkeypatch):
+    """Making a jit whose regions Inductor compiles imports Inductor (~2 s in a fresh process): the progress line
+    says the compiler's step while it happens, not the eager reference's that ran before it."""
+    import trace_lab.lab.inspection as inspection
+
+    shown = []
+    progress = RunProgress(lambda text, frac: shown.append((text, frac)), clock=_Clock(), tick_seconds=60)
+    seen_when_made = []
+
+    class Recording(inspection.JitFunction):
+        def __init__(self, *a, **kw):
+            seen_when_made.append(shown[-1][0] if shown else None)
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(inspection, "JitFunction", Recording)
+    x = torch.randn(4, 4, requires_grad=True)
+
+    def cell(x):
+        (torch.relu(x) * 2).sum().backward()
+        return {"x": x}
+
+    inspect_cell(cell, (x,), RunOptions(executor="eager", fusion="dataflow", runs=0), "cell", progress)
+    assert seen_when_made and seen_when_made[0].startswith("compiling and running the first call"), seen_when_made
+
+
 def test_progress_says_part_region_and_elapsed_time(monkeypatch):
     monkeypatch.setitem(EXECUTORS, "eager", _RegionCompiler)
     shown = []

@@ -102,13 +102,15 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
             random_state.restore()
             del ref, ref_fn, ref_args, ref_kwargs, ref_out
 
+    # said before the jit is made: making one whose regions Inductor compiles imports Inductor (~2 s, once per
+    # process, as making torch.compile(fn) does), which is the compiler's time, not the eager reference's
+    say("compiling and running the first call")
     jfn = fn if isinstance(fn, JitFunction) else JitFunction(fn, Options(**{n: opts[n] for n in names("jit")}))
     # which of the backward's gradients AOTAutograd copies (torch before 2.13: analysis/handover.py): the default
     # loss's rule, or none of them for a custom loss (its gradients are fresh tensors autograd makes)
     jfn.gradients_copied = default_loss_copies_gradient if loss is None else None
     target = jfn.fn
     _seed(opts["seed"])
-    say("compiling and running the first call")
     synchronize(device)
     load = OtherLoad()  # what other processes used meanwhile: a busy machine inflates the first call too
     started = time.perf_counter()
