@@ -62,7 +62,7 @@ from .region_cover import cover_details, cover_notes, covered_call, headroom, pl
 from .workspace import example_tensor as _example
 from .workspace import compiled_region, measure_workspace
 
-__all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region", "warm_compile_workers"]
+__all__ = ["InductorExecutor", "inductor_can_fuse", "FUSIBLE", "NOT_FUSED", "compile_region", "warm_compile_workers", "prepare_inductor"]
 
 # ---- compiling one region ------------------------------------------------------------------------
 # Outputs the direct call returns as AOTAutograd's inference wrapper would: fresh buffers, and views
@@ -175,7 +175,7 @@ def kernel_waits_release(lock):
 def warm_compile_workers() -> bool:
     """Start Inductor's kernel-compiling worker processes now, as torch.compile's own ``inductor`` backend does when
     a frame first reaches it (``maybe_warm_pool``). Until that pool reports ready, Inductor compiles each Triton
-    kernel in this process, one after another; started at a jit's first call, the workers boot while Dynamo and
+    kernel in this process, one after another; started when a jit is made (:func:`prepare_inductor`), the workers boot while Dynamo and
     AOTAutograd capture, and the regions' kernels compile in parallel from the first one. Returns whether this
     torch has the hook (it does nothing without Triton, with ``TORCH_WARM_POOL=0`` or one compile thread)."""
     try:
@@ -184,6 +184,21 @@ def warm_compile_workers() -> bool:
         return False
     maybe_warm_pool()
     return True
+
+
+def prepare_inductor(device_type: str) -> None:
+    """What making ``torch.compile(fn)`` with its ``inductor`` backend does before the first call (issue 27, first
+    iteration): import Inductor's compile path (``torch._inductor.compile_fx``: its code generators and kernel
+    templates, ~2 s in a fresh process, more where the installed torch has no cached bytecode), then start its
+    compile workers (``"cuda"``: :func:`warm_compile_workers`) or its C++ toolchain checks (``"cpu"``:
+    :func:`warm_cpu_toolchain`)."""
+    import importlib
+
+    importlib.import_module("torch._inductor.compile_fx")  # the import itself is the point
+    if device_type == "cuda":
+        warm_compile_workers()
+    else:
+        warm_cpu_toolchain()
 
 
 def warm_cpu_toolchain() -> bool:

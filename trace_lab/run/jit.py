@@ -312,28 +312,17 @@ def _cuda_available() -> bool:
 
 
 def _warm_inductor(options: Options) -> None:
-    """When a jit is made whose regions Inductor will compile, what ``torch.compile(fn)`` does when it is made with
-    its own ``inductor`` backend (issue 27, first iteration): import Inductor's compile path
-    (``torch._inductor.compile_fx``, which brings its code generators and kernel templates: ~2 s in a fresh process,
-    more where the installed torch has no cached bytecode) and start what it would otherwise do first when the first
-    region compiles. On a machine with CUDA, when CUDA programs would run fused regions through Inductor: its compile
-    workers (:func:`..executors.inductor.warm_compile_workers`), which boot while Dynamo and AOTAutograd capture, so
-    that the regions' Triton kernels compile in parallel from the first region on. Where CPU programs would (no CUDA
-    here): its one-off C++ toolchain checks, on a thread (:func:`..executors.inductor.warm_cpu_toolchain`). Before
-    2026-11-29 this ran at the first call, whose time then held Inductor's imports that torch.compile's first call
-    does not (it made them when it was made). Nothing happens when no region would compile with Inductor."""
+    """When a jit is made whose regions Inductor will compile, what making ``torch.compile(fn)`` does
+    (:func:`..executors.inductor.prepare_inductor`: Inductor's imports, then its compile workers on CUDA or its C++
+    toolchain checks on the CPU), so that the first call holds neither and the workers boot while Dynamo and
+    AOTAutograd capture. Before 2026-11-29 this ran at the first call, whose time then held Inductor's imports,
+    which torch.compile's first call does not. Nothing happens when no region would compile with Inductor."""
     device = torch.device("cuda" if _cuda_available() else "cpu")
     if resolve_fusion(options.fusion, device)[0] == "none" or resolve_run_executor(options, device)[0] != "inductor":
         return
-    import importlib
+    from ..executors.inductor import prepare_inductor
 
-    importlib.import_module("torch._inductor.compile_fx")  # the import itself is the point
-    from ..executors.inductor import warm_compile_workers, warm_cpu_toolchain
-
-    if device.type == "cuda":
-        warm_compile_workers()
-    else:
-        warm_cpu_toolchain()
+    prepare_inductor(device.type)
 
 
 def resolve_run_executor(options: Options, device: torch.device) -> tuple[str, str]:
