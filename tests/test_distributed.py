@@ -218,6 +218,22 @@ def _fails():
     return 1
 
 
+def test_the_error_quoted_is_the_failing_ranks_not_the_peer_that_lost_it():
+    """CI, 2026-11-29: rank 1 raised in the target and exited while rank 0 was still connecting; rank 0 then failed
+    with gloo's "Connection closed by peer ... typically caused by a remote worker crashing", and the launcher quoted
+    rank 0 (the lower rank) instead of the error that caused it. Where every rank fails on its own, the lowest
+    is quoted, as before."""
+    from trace_lab.distributed.launcher import RankResult, _first_failure
+
+    lost = RankResult(rank=0, error="RuntimeError: Gloo connectFullMesh failed with ... Connection closed by peer "
+                                    "[127.0.0.1]:61618. This is typically caused by a remote worker crashing.")
+    boom = RankResult(rank=1, error="ValueError: boom on rank 1")
+    assert _first_failure([lost, boom]) is boom and _first_failure([boom, lost]) is boom
+    a, b = RankResult(rank=0, error="ValueError: a"), RankResult(rank=1, error="ValueError: b")
+    assert _first_failure([b, a]) is a
+    assert _first_failure([lost]) is lost
+
+
 def test_run_distributed_reports_a_failing_rank():
     with pytest.raises(trace_lab.TraceLabError, match="(?s)rank 1 failed.*boom on rank 1"):
         tld.run_distributed(_fails, nproc=2, device="cpu", timeout_s=60)

@@ -274,11 +274,23 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
                 p.kill()
                 p.join()
         stacks_dir.cleanup()
-    errors = sorted((r for r in results.values() if r.error), key=lambda r: r.rank)
+    errors = [r for r in results.values() if r.error]
     if errors:
-        first = errors[0]
-        raise TraceLabError(f"run_distributed: rank {first.rank} failed:\n{first.error}")
+        root = _first_failure(errors)
+        raise TraceLabError(f"run_distributed: rank {root.rank} failed:\n{root.error}")
     return results
+
+
+# what a rank says when another rank went away under it (gloo's rendezvous or a collective): a consequence
+_PEER_LOST = ("closed by peer", "reset by peer", "remote worker crashing")
+
+
+def _first_failure(errors: list):
+    """The failing rank to quote: the lowest rank whose failure is its own, not one that only says a peer went away
+    (``_PEER_LOST``: a rank whose target raised exited while another still connected to it); that one only where
+    every failure is of that kind."""
+    ranked = sorted(errors, key=lambda r: r.rank)
+    return next((r for r in ranked if not any(p in r.error for p in _PEER_LOST)), ranked[0])
 
 
 def _rank_stacks(procs, stacks: list, results: dict, frames: int = 8) -> str:
