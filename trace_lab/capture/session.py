@@ -110,9 +110,6 @@ class Program:
     reason: str = ""  # why this graph exists: first compile, graph break, recompile
     forward: ProgramPart | None = None  # forward or inference program
     backward: ProgramPart | None = None
-    # the backward's graph as AOTAutograd's partitioner made it, before the forward compiles (its compiler is called
-    # only inside the first backward()); the jit compiles its regions ahead, in the forward's pool (compile_ahead)
-    partitioned_backward: fx.GraphModule | None = field(default=None, repr=False, compare=False)
 
     @property
     def parts(self) -> list[ProgramPart]:
@@ -261,7 +258,7 @@ class CaptureSession:
             bw_compiler=make_compiler("backward"),
             inference_compiler=make_compiler("inference"),
             decompositions=capture_decompositions(),
-            partition_fn=_keeping_backward(self._partition_fn(min_cut_rematerialization_partition), program),
+            partition_fn=self._partition_fn(min_cut_rematerialization_partition),
             keep_inference_input_mutations=True,
         )
         return compiled
@@ -297,16 +294,6 @@ class CaptureSession:
             if changed:
                 return "recompiled: inputs changed (" + ", ".join(changed[:3]) + ")"
         return "new graph (graph break or recompilation)"
-
-
-def _keeping_backward(partition, program: Program):
-    """``partition``, which also keeps the backward graph it makes on ``program`` (``partitioned_backward``)."""
-    def partition_keeping_backward(joint_gm, joint_inputs, **kwargs):
-        fw_module, bw_module = partition(joint_gm, joint_inputs, **kwargs)
-        program.partitioned_backward = bw_module
-        return fw_module, bw_module
-
-    return partition_keeping_backward
 
 
 def _first_line(msg: str) -> str:

@@ -58,7 +58,6 @@ from ..runtime import generate
 from .compile_pool import THREADS, compile_all
 from .fusion_cache import FusionCache, signature_hash
 from .donation import region_jobs
-from .compile_ahead import AheadRegions
 from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
 from .workspace import example_tensor as _example
 from .workspace import compiled_region, measure_workspace
@@ -355,7 +354,6 @@ class InductorExecutor(Executor):
         self.donate_inputs = bool(donate_inputs)
         self.donate_inplace = self.donate_inputs and bool(donate_inplace)
         self.cache = FusionCache(enabled=self.fusion_cache)
-        self.ahead = AheadRegions()  # a later part's regions compiled in an earlier part's pool (.compile_ahead)
         self._measured: dict = {}  # (compiled region, donated positions) -> (workspace, fresh output bytes, layout)
 
     @classmethod
@@ -386,35 +384,6 @@ class InductorExecutor(Executor):
     def fuse_reason(self, node: fx.Node) -> str | None:
         return inductor_fuse_reason(node)
 
-    def expect(self, trace: Trace, label: str) -> bool:
-        if not self.fusion_cache:  # regions are found again by cache key: without the cache each compiles when it comes
-            return False
-        self.ahead.expect(trace, label)
-        return True
-
-    def _regions(self, trace: Trace):
-        """(live, donatable, jobs) of a final stage: its liveness, the arguments each region may be given, and
-        :func:`.donation.region_jobs`' rows."""
-        region_nodes = [n for n in trace.ops if n.op == "call_module"]
-        live = trace.liveness(materialized_regions=False) if region_nodes else None
-        donatable = {ln.node: ln.donatable for ln in live.lines if ln.donatable} if live and self.donate_inputs else {}
-        # (node, region GraphModule, input values, plan, signature, cache key, inputs it may overwrite)
-        return live, donatable, region_jobs(trace, region_nodes, donatable, self.donate_inplace)
-
-    def _pending(self, jobs, live, donatable, rounding: int, skip=()) -> tuple[dict, dict, list]:
-        """(slot -> job to compile, covers, covers refused): every distinct region neither the cache nor ``skip``
-        holds (every region with the cache off), less those another region's code covers."""
-        pending = {}
-        for i, (node, sub, input_vals, _plan, _signature, key, over) in enumerate(jobs):
-            slot = key if self.fusion_cache else i
-            if slot not in pending and key not in self.cache and key not in skip:
-                pending[slot] = (sub, input_vals, over)
-        covers, covers_refused = plan_covers(jobs, pending, donatable, headroom(live), rounding) \
-            if self.cover_regions and pending else ({}, [])
-        for key in covers:
-            del pending[key]
-        return pending, covers, covers_refused
-
     def compile(self, trace: Trace) -> CompiledProgram:
         started = time.perf_counter()
         compiled: dict[fx.Node, object] = {}
@@ -422,45 +391,38 @@ class InductorExecutor(Executor):
         records: dict[str, RegionRecord] = {}
         codes: dict[str, object] = {}
         rounding = CUDA_ROUNDING if trace.device.type == "cuda" else 1
-        live, donatable, jobs = self._regions(trace)
-        region_nodes = [job[0] for job in jobs]
-        ahead = self.ahead.claim(job[5] for job in jobs) if self.fusion_cache else {}  # compiled in an earlier pool
-        # every distinct region the cache lacks (every region with the cache off) compiles at once (compile_pool),
-        # with the regions of the parts expected next (a forward's backward: .compile_ahead)
-        pending, covers, covers_refused = self._pending(jobs, live, donatable, rounding, skip=ahead)
-        pool, later = dict(pending), []
-        for other, label in self.ahead.take_expected():
-            o_live, o_donatable, o_jobs = self._regions(other)
-            o_pending, o_covers, o_refused = self._pending(o_jobs, o_live, o_donatable, rounding, skip=pool)
-            pool.update(o_pending)
-            later.append((label, o_pending, o_covers, o_refused))
+        region_nodes = [n for n in trace.ops if n.op == "call_module"]
+        live = trace.liveness(materialized_regions=False) if region_nodes else None
+        donatable = {ln.node: ln.donatable for ln in live.lines if ln.donatable} if live and self.donate_inputs else {}
+        # (node, region GraphModule, input values, plan, signature, cache key, inputs it may overwrite)
+        jobs = region_jobs(trace, region_nodes, donatable, self.donate_inplace)
+        # every distinct region the cache lacks (every region with the cache off) compiles at once (compile_pool)
+        pending = {}
+        for i, (node, sub, input_vals, _plan, _signature, key, over) in enumerate(jobs):
+            slot = key if self.fusion_cache else i
+            if slot not in pending and key not in self.cache:
+                pending[slot] = (sub, input_vals, over)
+        covers, covers_refused = plan_covers(jobs, pending, donatable, headroom(live), rounding) \
+            if self.cover_regions and pending else ({}, [])
+        for key in covers:
+            del pending[key]
         disable_caches = not self.fusion_cache
-        if pool:
-            self.report_region(0, len(pool))
+        if pending:
+            self.report_region(0, len(pending))
         with compile_settings(disable_caches):
-            fresh = compile_all(pool, lambda job: compile_region(job[0], job[1], disable_inductor_caches=disable_caches,
-                                                                 donated=job[2]),
+            fresh = compile_all(pending, lambda job: compile_region(job[0], job[1], disable_inductor_caches=disable_caches,
+                                                                    donated=job[2]),
                                 device=trace.device, releasing=kernel_waits_release,
                                 on_done=lambda done, total, _key: self.report_region(done, total))  # no "next" name: they run at once
-        for label, o_pending, o_covers, o_refused in later:  # kept for the later part (read before any pop)
-            self.ahead.keep(label, {}, self._covered_calls(o_covers, fresh), {})
-        for label, o_pending, o_covers, o_refused in later:
-            self.ahead.keep(label, {key: fresh.pop(key) for key in o_pending if key in fresh}, {},
-                            {key: rest for key, *rest in o_refused})
         covered = self._covered_calls(covers, fresh)
         refused = {key: rest for key, *rest in covers_refused}
-        refused.update({key: a.refused for key, a in ahead.items() if a.refused is not None})
         names_by_key = {}
         for node, *_rest, key, _over in jobs:
             names_by_key.setdefault(key, str(node.target))
         for i, (node, sub, input_vals, plan, signature, key, over) in enumerate(jobs):
             done = fresh.pop(key if self.fusion_cache else i, None)
-            early = ahead.pop(key, None)
             try:
-                if early is not None:  # compiled (or covered) in an earlier part's pool: its seconds are its own
-                    fn, hit, seconds = early.fn, early.covered, early.seconds
-                    self.cache.put(key, fn, hit=early.covered)
-                elif key in covered and key not in self.cache:  # runs the code of a region it is part of
+                if key in covered and key not in self.cache:  # runs the code of a region it is part of
                     fn, hit, seconds = covered[key], True, 0.0
                     self.cache.put(key, fn, hit=True)
                 elif done is not None:
@@ -496,8 +458,6 @@ class InductorExecutor(Executor):
                 details = {"in_place_over": list(over)} if over else {}
                 if not hit and key in refused:  # it is part of another region, whose code would raise the peak
                     details.update(refusal_details(refused[key]))
-            if early is not None:
-                details["compiled_ahead_with"] = early.label
             records[node.name] = compiled_region(node, layout, workspace, rounding, executor="inductor",
                                                  name=str(node.target), signature=signature_hash(signature),
                                                  cache_hit=hit, compile_seconds=seconds, output_bytes=out_bytes,
@@ -513,14 +473,6 @@ class InductorExecutor(Executor):
             hits = sum(r.cache_hit for r in rows)
             notes.append(f"{len(rows)} regions, {len({r.signature for r in rows})} unique signatures, "
                          f"{hits} cache hits" + ("" if self.fusion_cache else " (fusion cache off, Inductor caches off)"))
-            ahead_rows = [r for r in rows if "compiled_ahead_with" in r.details]
-            if ahead_rows:
-                notes.append(f"{len(ahead_rows)} regions compiled ahead, in the pool of "
-                             f"{ahead_rows[0].details['compiled_ahead_with']} (AOTAutograd had partitioned this part "
-                             "before it compiled): their seconds are their own, overlapped with that pool's")
-            if later and any(o_pending for _, o_pending, *_ in later):
-                notes.append(f"{sum(len(o_pending) for _, o_pending, *_ in later)} regions of the backward compiled in "
-                             "this pool too, ahead of its first call (the backward's records keep their seconds)")
             if len(pending) > 1 and THREADS > 1:
                 notes.append(f"{len(pending)} regions compiled at once on {min(THREADS, len(pending))} threads: "
                              "each region's compile seconds overlap the others'")

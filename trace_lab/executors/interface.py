@@ -98,12 +98,6 @@ class Executor:
     def compile(self, trace) -> CompiledProgram:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def expect(self, trace, label: str) -> bool:
-        """``trace`` (a final stage) compiles after the next :meth:`compile`, which ``label`` names: an executor
-        that compiles regions on a pool compiles its regions in that pool too (:mod:`.compile_ahead`). True when
-        it will; this one compiles each part when it comes."""
-        return False
-
 
 EXECUTORS: dict[str, Callable[..., Executor]] = {}
 

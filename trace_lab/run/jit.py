@@ -219,8 +219,10 @@ class JitFunction:
         names = part.input_names
         owned = {}
         if part.kind == "backward" and program.forward is not None and program.forward.traces:
-            names, owned = self._backward_inputs(program, program.forward.traces[0], part.gm, part.input_names)
-            program.partitioned_backward = None  # compiled now: the graph kept for compiling ahead is done with
+            fw_names = program.forward.traces[0].names_by_fx_name()
+            names = [fw_names.get(n, n.replace("tangents_", "tangent_")) for n in part.input_names]
+            # saved activations AOTAutograd hands over: freed at their last use (analysis/handover.py)
+            owned = owned_backward_inputs(program.forward.gm, part.gm, self.gradients_copied)
         device = node_device(part.gm)
         exec_name, reason = resolve_run_executor(self.options, device)
         fusion, fusion_reason = resolve_fusion(self.options.fusion, device)
@@ -244,8 +246,6 @@ class JitFunction:
         measure_op_scratch(trace)
         scratch_seconds = time.perf_counter() - started
         self._scratch_pending = self._scratch_pending or bool(trace.op_scratch.pending)
-        if part.kind == "forward" and fusion != "none":
-            self._expect_backward(program, trace, executor, options)
 
         def build(keep_unfused=frozenset(), keep_apart=frozenset()):
             part.traces = run_pipeline(trace, PassContext(options, executor, keep_unfused, keep_apart))  # kept if compiling fails
@@ -294,34 +294,6 @@ class JitFunction:
         run = torch._dynamo.disable(run)
         run._boxed_call = True
         return _without_disable_marks(run) if release(torch.__version__) < (2, 11) else run
-
-
-    def _backward_inputs(self, program: Program, fw_trace: Trace, gm, input_names: list[str]):
-        """(names, owned inputs) of a backward's placeholders: named as the forward's values they are, and the
-        saved activations AOTAutograd hands over, freed at their last use (analysis/handover.py)."""
-        fw_names = fw_trace.names_by_fx_name()
-        names = [fw_names.get(n, n.replace("tangents_", "tangent_")) for n in input_names]
-        return names, owned_backward_inputs(program.forward.gm, gm, self.gradients_copied)
-
-    def _expect_backward(self, program: Program, fw_trace: Trace, executor, options: Options) -> None:
-        """Before the forward compiles: the backward AOTAutograd partitioned with it, through the same passes,
-        handed to the executor to compile its regions in the forward's pool (executors/compile_ahead.py; the
-        backward's own compile, at the first backward(), then finds them). Only where the backward would run on the
-        same executor; its graph is copied, so the backward's own compile sees AOTAutograd's untouched."""
-        import copy
-
-        bw = program.partitioned_backward
-        if bw is None or resolve_run_executor(self.options, node_device(bw)) != resolve_run_executor(
-                self.options, fw_trace.device):
-            return
-        with torch._subclasses.fake_tensor.unset_fake_temporarily():  # AOTAutograd copies it the same way
-            gm = copy.deepcopy(bw)
-        input_names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
-        names, owned = self._backward_inputs(program, fw_trace, gm, input_names)
-        trace = Trace(gm, "backward", "as captured", names, owned_inputs=owned,
-                      materialized_regions=executor.materializes_regions)
-        measure_op_scratch(trace)
-        executor.expect(run_pipeline(trace, PassContext(options, executor))[-1], f"forward #{program.index}")
 
 
 def _without_disable_marks(run):
