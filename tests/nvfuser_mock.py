@@ -98,8 +98,12 @@ class FusionDefinition:
     def execute(self, inputs):
         env = {id(v): t for v, t in zip(self._inputs, inputs)}
         outs = [_ev(v, env) for v in self._outputs]
-        for v, dest in self._aliases:
-            env[id(dest)].copy_(_ev(v, env))
+        # every value is computed before any is written over its input, as nvFuser keeps a fusion's reads before
+        # its in-place writes (its SegmentInplaceUpdate pass moves a write it cannot order so into a copy kernel
+        # of its own): two outputs written over two inputs may each read the other's input
+        written = [(env[id(dest)], _ev(v, env)) for v, dest in self._aliases]
+        for dest, value in written:
+            dest.copy_(value)
         return outs
 
     def __repr__(self):

@@ -23,6 +23,7 @@ from trace_lab.executors.nvfuser_region import (RegionProgram, build_definition,
 from trace_lab.runtime.call_memory import measure_workspace
 
 from tests import nvfuser_mock
+from trace_lab.executors.nvfuser_ops import METADATA_OPS
 from tests.nvfuser_cpu import cpu_nvfuser
 
 
@@ -57,6 +58,68 @@ def test_a_reduction_a_permute_another_dtype_or_a_later_read_keeps_the_output_fr
     for name, (fn, shapes) in cases.items():
         gm, steps = _region(fn, *shapes)
         assert _pairs(gm, steps) == ({}, set()), name
+
+
+def _swiglu_grads(g, a, b, w):
+    """SwiGLU's backward as a region hands it on: the gradients of both branches, their 2-D views and transposes
+    for the weight-gradient matmuls, and a weight's transpose (views that only pass values out)."""
+    s = torch.sigmoid(a)
+    db = g * a * s
+    da = g * b * s * (1 + a * (1 - s))
+    return w.t(), db.view(64, 16), db.view(64, 16).t(), da.view(64, 16), da.view(64, 16).t()
+
+
+def test_edge_views_move_after_the_segment_where_that_lets_it_write_in_place():
+    shapes = [(4, 16, 16), (4, 16, 16), (4, 16, 16), (16, 8)]
+    gm, steps = _region(_swiglu_grads, *shapes)
+    pairs, written = _pairs(gm, steps, writable=(0, 1, 2))
+    assert len(pairs) == 2 and len(written) == 2 and written <= {0, 1, 2}, pairs
+    kinds = [kind for kind, _ in steps]
+    assert kinds[0] == "fuse" and set(kinds[1:]) == {"torch"}, kinds  # the views, after the segment
+    assert all(n.target in METADATA_OPS for _, n in steps[1:])
+    assert not any(n.target in METADATA_OPS and n.target is not torch.ops.aten.view.default
+                   for n in steps[0][1].ops)  # no permute left in the segment
+
+    gm, steps = _region(_swiglu_grads, *shapes)
+    assert _pairs(gm, steps, writable=()) == ({}, set())  # nothing handed over: the segment keeps its views
+    assert [kind for kind, _ in steps] == ["fuse"]
+
+    def a_view_passed_out(g, a, b, w):
+        return (*_swiglu_grads(g, a, b, w), a.view(64, 16))
+
+    gm, steps = _region(a_view_passed_out, *shapes)
+    pairs, written = _pairs(gm, steps, writable=(1,))
+    assert written == set(), pairs  # ``a`` is read after the segment (its view goes out): never written over
+
+
+def test_a_segment_writing_two_outputs_over_two_inputs_matches_eager():
+    """Each written output reads the other's input: the definition reads before it writes (as nvFuser does), and
+    the region's steps, the views after the segment included, give eager's results."""
+    shapes = [(4, 16, 16), (4, 16, 16), (4, 16, 16), (16, 8)]
+    gm, steps = _region(_swiglu_grads, *shapes)
+    places = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    plan_in_place(gm, steps, {places[i] for i in (0, 1, 2)})
+    torch.manual_seed(0)
+    args = [torch.randn(s) for s in shapes]
+    expected = _swiglu_grads(*args)
+    env = dict(zip(places, [a.clone() for a in args]))
+    written = set()
+    for kind, item in steps:
+        if kind == "torch":
+            env[item] = item.target(*[env[a] if isinstance(a, torch.fx.Node) else a for a in item.args])
+            continue
+        ins = [env[x] for x in item.inputs]
+        fresh = build_definition(item, nvfuser_mock.module).execute(ins)
+        for o, (where, k, shape) in zip(item.outputs, output_places(item)[1]):
+            env[o] = (ins[k] if shape is None else ins[k].view(shape)) if where == "in" else fresh[k]
+            if where == "in":
+                written.add(ins[k].data_ptr())
+    assert len(written) == 2
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    results = [env[n] for n in out_node.args[0]]
+    for got, want in zip(results, expected, strict=True):
+        torch.testing.assert_close(got, want)
+    assert {results[1].data_ptr(), results[3].data_ptr()} == written  # both gradients in dying inputs' storage
 
 
 def test_an_output_of_another_shape_is_written_in_flat_order_and_seen_in_its_own_shape():

@@ -17,7 +17,14 @@ output reads flat element i of the input only; the two have one dtype and a dens
 layout (the output reshaped to the input's shape where they differ); and nothing
 after the segment reads the input. The segment's runner returns the input tensor in the
 output's place, so the region program and the liveness model see the output in the
-input's storage.
+input's storage. Views that only pass a segment's values out (a weight's transpose handed to a
+matmul, a gradient's 2-D view and transpose) would make a segment look otherwise: where they alone
+stand in the way of writing over a dying input, they run as torch steps right after the segment
+(free there), and the segment pairs (:func:`_detach_edge_views`; SwiGLU's backward writes both
+gradients over its dying inputs so, as Inductor's kernel does). Several pairs in one segment rely on
+nvFuser reading a fusion's inputs before it writes over them (within one kernel each element is read
+before it is written; nvFuser's SegmentInplaceUpdate pass puts a write it cannot order so into a copy
+kernel of its own).
 """
 from __future__ import annotations
 
@@ -148,19 +155,70 @@ def _flat_elementwise(n: fx.Node, numel: int) -> bool:
     return torch.Tag.pointwise in getattr(n.target, "tags", ())
 
 
+def _last_reads(steps) -> dict:
+    last: dict[fx.Node, int] = {}
+    for i, (kind, item) in enumerate(steps):
+        for r in (item.inputs if kind == "fuse" else item.all_input_nodes):
+            last[r] = i
+    return last
+
+
+def _edge_views(seg: Segment) -> list[fx.Node]:
+    """The segment's metadata ops (views, permutes, expands) no other op of it reads: each only passes a value
+    out, so torch can take it after the segment (a view costs nothing there). A chain of them counts whole."""
+    ops = set(seg.ops)
+    edge: set = set()
+    for n in reversed(seg.ops):
+        if n.target in METADATA_OPS and n not in seg.copies and all(u not in ops or u in edge for u in n.users):
+            edge.add(n)
+    return [n for n in seg.ops if n in edge]
+
+
+def _edge_inputs(edge: list[fx.Node]) -> set:
+    """The values ``edge`` ops read (an input an edge view reads is read after the segment: never written over)."""
+    return {a for n in edge for a in n.all_input_nodes}
+
+
+def _detach_edge_views(gm: fx.GraphModule, steps, writable: set, returned: set) -> None:
+    """Where only a segment's edge views (:func:`_edge_views`: permutes of weights passed on to a matmul, views of
+    its results) keep a dying ``writable`` input from being written over, they become torch steps right after
+    the segment (legal: they read the segment's inputs or results, and only later steps read them). The segment
+    is then elementwise in flat order, and :func:`plan_in_place` may pair. Segments this does not help keep their
+    ops (each split costs a step of host time)."""
+    last = _last_reads(steps)
+    moved = False
+    for i in range(len(steps) - 1, -1, -1):
+        kind, seg = steps[i]
+        if kind != "fuse" or seg.copies:
+            continue
+        edge = _edge_views(seg)
+        rest = [n for n in seg.ops if n not in set(edge)]
+        if not edge or all(n.target in METADATA_OPS for n in rest):
+            continue
+        dying = [x for x in seg.inputs if x in writable and x not in returned and last.get(x) == i
+                 and _dense(x.meta.get("val")) and x not in _edge_inputs(edge)]
+        if any(not all(_flat_elementwise(n, x.meta["val"].numel()) for n in seg.ops)
+               and all(_flat_elementwise(n, x.meta["val"].numel()) for n in rest) for x in dying):
+            seg.ops = rest
+            steps[i + 1:i + 1] = [("torch", n) for n in edge]
+            moved = True
+    if moved:
+        _wire(gm, steps)
+
+
 def plan_in_place(gm: fx.GraphModule, steps, writable: set) -> set:
     """Fill each segment's ``in_place`` (output -> input it is written over) from ``writable``, the region's
     placeholders its caller gives up to it; returns the placeholders written over. A pair needs: the input read
     by this segment and by no later step, not a region output, not a ``copy_`` destination, dense; the output of
     the same dtype and number of elements, dense; every op of the segment elementwise in flat order at that size
     (:func:`_flat_elementwise`: no reduction, no permute), so that writing flat element i of the output over the
-    input's reads nothing but element i (module docstring)."""
+    input's reads nothing but element i (module docstring). Where only the segment's edge views stand in the
+    way, they move to torch steps after it first (:func:`_detach_edge_views`: ``steps`` changes)."""
     out_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     returned = set(out_node.all_input_nodes)
-    last: dict[fx.Node, int] = {}
-    for i, (kind, item) in enumerate(steps):
-        for r in (item.inputs if kind == "fuse" else item.all_input_nodes):
-            last[r] = i
+    if writable:
+        _detach_edge_views(gm, steps, writable, returned)
+    last = _last_reads(steps)
     written: set = set()
     for i, (kind, seg) in enumerate(steps):
         if kind != "fuse" or seg.copies:
