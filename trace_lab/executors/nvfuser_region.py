@@ -192,7 +192,8 @@ def _detach_edge_views(gm: fx.GraphModule, steps, writable: set, returned: set) 
         if kind != "fuse" or seg.copies:
             continue
         edge = _edge_views(seg)
-        rest = [n for n in seg.ops if n not in set(edge)]
+        edge_set = set(edge)
+        rest = [n for n in seg.ops if n not in edge_set]
         if not edge or all(n.target in METADATA_OPS for n in rest):
             continue
         dying = [x for x in seg.inputs if x in writable and x not in returned and last.get(x) == i
