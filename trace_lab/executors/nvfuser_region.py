@@ -163,6 +163,13 @@ def _last_reads(steps) -> dict:
     return last
 
 
+def _dying_inputs(seg: Segment, i: int, writable: set, returned: set, last: dict) -> list[fx.Node]:
+    """The inputs segment ``steps[i]`` may write over: given up by the caller, not returned, read by no later step,
+    dense (:func:`plan_in_place`'s candidates; whether the segment's ops allow it is asked apart)."""
+    return [x for x in seg.inputs if x in writable and x not in returned and last.get(x) == i
+            and _dense(x.meta.get("val"))]
+
+
 def _edge_views(seg: Segment) -> list[fx.Node]:
     """The segment's metadata ops (views, permutes, expands) no other op of it reads: each only passes a value
     out, so torch can take it after the segment (a view costs nothing there). A chain of them counts whole."""
@@ -196,8 +203,8 @@ def _detach_edge_views(gm: fx.GraphModule, steps, writable: set, returned: set) 
         rest = [n for n in seg.ops if n not in edge_set]
         if not edge or all(n.target in METADATA_OPS for n in rest):
             continue
-        dying = [x for x in seg.inputs if x in writable and x not in returned and last.get(x) == i
-                 and _dense(x.meta.get("val")) and x not in _edge_inputs(edge)]
+        read_after = _edge_inputs(edge)
+        dying = [x for x in _dying_inputs(seg, i, writable, returned, last) if x not in read_after]
         if any(not all(_flat_elementwise(n, x.meta["val"].numel()) for n in seg.ops)
                and all(_flat_elementwise(n, x.meta["val"].numel()) for n in rest) for x in dying):
             seg.ops = rest
@@ -224,9 +231,9 @@ def plan_in_place(gm: fx.GraphModule, steps, writable: set) -> set:
     for i, (kind, seg) in enumerate(steps):
         if kind != "fuse" or seg.copies:
             continue
-        for x in [x for x in seg.inputs if x in writable and x not in returned and last.get(x) == i]:
-            xv = x.meta.get("val")
-            if not _dense(xv) or not all(_flat_elementwise(n, xv.numel()) for n in seg.ops):
+        for x in _dying_inputs(seg, i, writable, returned, last):
+            xv = x.meta["val"]
+            if not all(_flat_elementwise(n, xv.numel()) for n in seg.ops):
                 continue
             same = [o for o in seg.outputs if o not in seg.in_place and _dense(o.meta.get("val"))
                     and o.meta["val"].numel() == xv.numel() and o.meta["val"].dtype == xv.dtype]
