@@ -200,3 +200,45 @@ def test_a_matmul_nvfuser_cannot_take_says_why():
     assert fusible_reason(mms(torch.bfloat16), library=True) is None
     why = fusible_reason(mms(torch.int64), library=True)
     assert why is not None and "one floating dtype" in why, why
+
+
+def _head_layout(x, w):
+    q = x @ w  # torch: a library op
+    h = q.view(2, 4, 2, 4).permute(0, 2, 1, 3).clone(memory_format=torch.contiguous_format)  # lays q out by head
+    s = h @ h.transpose(-1, -2)  # torch
+    return (s * 2).exp()  # arithmetic: nvFuser's
+
+
+def test_a_segment_that_only_lays_values_out_runs_through_torch():
+    gm = fake_cuda_graph(_head_layout, (8, 8), (8, 8))
+    steps, _ = split_region(gm)
+    fused = [[n.target for n in s.ops] for k, s in steps if k == "fuse"]
+    torch_ops = [s.target for k, s in steps if k == "torch"]
+    assert aten.clone.default in torch_ops and aten.permute.default in torch_ops
+    assert len(fused) == 1 and fused[0][-2:] == [aten.mul.Tensor, aten.exp.default], fused
+    assert aten.clone.default not in fused[0] and aten.permute.default not in fused[0], fused
+
+
+def test_llama_heads_laid_out_by_torch_match_eager_and_measure_as_predicted(monkeypatch):
+    import trace_lab
+    from examples.llama import LlamaStack
+    from fusion_support import assert_report_peaks_match
+    from tests.nvfuser_cpu import cpu_nvfuser
+
+    cpu_nvfuser(monkeypatch)
+    torch.manual_seed(0)
+    model = LlamaStack(layers=2, dim=64, heads=2)
+    x = torch.randn(2, 16, 64, requires_grad=True)
+    r = trace_lab.inspect(model, x, fusion="dataflow", executor="nvfuser", runs=1)
+    assert r.ok, r.comparison
+    assert r.comparison["checked"]["grads"] > 0
+    assert_report_peaks_match(r)
+    layout = {"aten.view.default", "aten.permute.default", "aten.clone.default", "aten.expand.default",
+              "aten._unsafe_view.default", "aten.reshape.default", "aten.alias.default"}
+    torch_ops, segments = [], []
+    for direction in ("forward", "backward"):
+        for g in r.traces(direction)[-1].compiled_regions.values():
+            torch_ops += g.details.get("torch_ops", [])
+            segments += [e["ops"] for e in g.details.get("segments", [])]
+    assert "aten.clone.default" in torch_ops  # the heads' transposes ran through torch
+    assert segments and not [ops for ops in segments if set(ops) <= layout], segments

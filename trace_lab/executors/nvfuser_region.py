@@ -5,8 +5,12 @@ Ops the op table accepts gather into the open *segment*; an op it rejects runs
 through torch. Such an op is hoisted before the open segment when it does not
 read it (legal: it comes later in the order and the segment's ops cannot read
 it), so that the region splits only where data really flows through a torch op.
-A segment of metadata ops alone (views, permutes) stays in torch, where views
-cost nothing. Each remaining segment becomes one FusionDefinition.
+A segment of layout ops alone (views, permutes, and clones that lay a permuted or
+expanded value out densely: no arithmetic) stays in torch, where views cost nothing
+and a clone is one copy kernel: nvFuser spent 50-100 us of host time a call on such
+a segment (an attention head's transposes, several kernels) and about 1 s compiling
+each one on its first call (H200, `benchmarks/nvfuser_execute_probe.py`). Each
+remaining segment becomes one FusionDefinition.
 
 In place (``donate_inplace``): a segment may write an output over a region input that
 dies in it (:func:`plan_in_place`), as ``fd.add_output(out, alias_input=x)``. Only
@@ -67,6 +71,12 @@ class Segment:
         return out
 
 
+def _layout_only(ops) -> bool:
+    """Whether ``ops`` only lay values out: views and permutes, and clones (a dense copy of a permute or an
+    expand). Such a segment runs through torch (module docstring)."""
+    return all(n.target in METADATA_OPS or n.target is torch.ops.aten.clone.default for n in ops)
+
+
 def split_region(gm: fx.GraphModule, reason=fusible_reason):
     """(steps, notes): steps are ('torch', node) or ('fuse', Segment) in a legal order.
 
@@ -79,7 +89,7 @@ def split_region(gm: fx.GraphModule, reason=fusible_reason):
     def close():
         nonlocal seg, seg_values
         if seg:
-            if all(n.target in METADATA_OPS for n in seg):
+            if _layout_only(seg):
                 steps.extend(("torch", n) for n in seg)
             else:
                 steps.append(("fuse", Segment(list(seg))))
