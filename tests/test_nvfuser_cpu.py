@@ -219,7 +219,9 @@ def test_a_segment_that_only_lays_values_out_runs_through_torch():
     assert aten.clone.default not in fused[0] and aten.permute.default not in fused[0], fused
 
 
-def test_llama_heads_laid_out_by_torch_match_eager_and_measure_as_predicted(monkeypatch):
+def test_llama_heads_laid_out_by_torch_and_views_folded_match_eager_and_measure_as_predicted(monkeypatch):
+    """Layout-only segments run through torch; the region programs' view steps fold after their first call
+    (tests/test_nvfuser_region_views.py); the second call runs folded and still matches eager."""
     import trace_lab
     from examples.llama import LlamaStack
     from fusion_support import assert_report_peaks_match
@@ -229,7 +231,7 @@ def test_llama_heads_laid_out_by_torch_match_eager_and_measure_as_predicted(monk
     torch.manual_seed(0)
     model = LlamaStack(layers=2, dim=64, heads=2)
     x = torch.randn(2, 16, 64, requires_grad=True)
-    r = trace_lab.inspect(model, x, fusion="dataflow", executor="nvfuser", runs=1)
+    r = trace_lab.inspect(model, x, fusion="dataflow", executor="nvfuser", runs=2)
     assert r.ok, r.comparison
     assert r.comparison["checked"]["grads"] > 0
     assert_report_peaks_match(r)
@@ -242,3 +244,6 @@ def test_llama_heads_laid_out_by_torch_match_eager_and_measure_as_predicted(monk
             segments += [e["ops"] for e in g.details.get("segments", [])]
     assert "aten.clone.default" in torch_ops  # the heads' transposes ran through torch
     assert segments and not [ops for ops in segments if set(ops) <= layout], segments
+    folded = [p for d in ("forward", "backward") for p in r.compilation(d, 0).compiled.region_programs.values()
+              if p.views is not None and p.views.fast_chosen]
+    assert folded, "no nvFuser region program folded its views"

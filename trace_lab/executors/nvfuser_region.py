@@ -347,6 +347,12 @@ def output_places(seg: Segment, in_place: bool = True) -> tuple[int, list]:
     return visible, places
 
 
+class _SegmentLine:
+    """The key of a segment's line in a region program's plan (for :func:`..runtime.fast_views.plan`: not a view)."""
+
+    op = "segment"
+
+
 class RegionProgram:
     """Runs one region: torch steps and nvFuser segments over an environment, freeing as it goes.
 
@@ -374,34 +380,70 @@ class RegionProgram:
         self.plan = [(kind, item, [r for r in reads if last[r] == i and r not in keep])
                      for i, (kind, item, reads) in enumerate(plan)]
 
+        self.views = None  # the first-call view check (fast_views.FirstCallChecked) where the region has views
         self.run, self.source, self.boxed = self._generate(gm)
 
     def _generate(self, gm: fx.GraphModule):
-        """The plan as generated Python (trace_lab.runtime.codegen): torch steps and segment calls
-        bound as globals, each value dropped after its last read."""
-        from ..runtime.codegen import Emitter, compile_function
+        """(run, source, boxed). View steps fold as in the main program (:mod:`..runtime.fast_views`): the first
+        call runs them as aten ops and checks each result's layout against the recorded one; when all agree, later
+        calls build them with one stride reinterpretation each (an attention layer's backward region holds ~30),
+        else the aten steps stay. ``source`` is the folded program's where there is one."""
+        from ..runtime.fast_views import FirstCallChecked
+        from ..runtime.fast_views import plan as plan_views
 
+        keys = [item if kind == "torch" else _SegmentLine() for kind, item, _ in self.plan]
+        dead = {k: reads for k, (_, _, reads) in zip(keys, self.plan)}
+        plans, frees = plan_views(keys, self.outputs, dead)
+        if not plans:
+            return self._emit(gm, keys, dead, None)
+        state = FirstCallChecked(plans, [n.name for n in plans], lambda: self._emit(gm, keys, dead, None, False)[2])
+        state.checked = self._emit(gm, keys, frees, ("check", plans, state.seen), False)[2]
+        _, source, state.fast = self._emit(gm, keys, frees, ("fast", plans), False)
+        self.views = state
+        return (lambda *args: state(list(args))), source, state
+
+    def _emit(self, gm: fx.GraphModule, keys: list, dead: dict, views: tuple | None, positional: bool = True):
+        """The plan as generated Python (trace_lab.runtime.codegen): torch steps and segment calls bound as
+        globals, each value dropped after its last read (``dead``: line key -> values). ``views``: ``("check",
+        plans, seen)`` checks each foldable view's layout after its line, ``("fast", plans)`` folds them. Returns
+        (run or None, source, boxed): ``positional`` adds the ``run(*inputs)`` entry."""
+        from ..runtime.codegen import Emitter, compile_function, folded_view
+        from ..runtime.fast_views import unread
+
+        mode, plans = views[:2] if views else (None, {})
+        order = {n: i for i, n in enumerate(plans)}
+        skip = unread(plans) if mode == "fast" else set()
         em = Emitter(lambda n: n.name, gm)
         params = [em.local(p) for p in self.placeholders]
+        if mode == "check":
+            em.globals["_g_seen"] = views[2]
         body = []
-        for kind, item, dead in self.plan:
-            if kind == "torch":
+        for key, (kind, item, _) in zip(keys, self.plan):
+            if kind == "torch" and item in skip:  # nothing reads it in the folded program
+                pass
+            elif kind == "torch":
                 node = item
                 args = [em.arg(a) for a in node.args] + [f"{k}={em.arg(v)}" for k, v in node.kwargs.items()]
                 call = f"{em.bind(torch_target(node), 'f')}({', '.join(args)})"
+                if mode == "fast" and node in plans:
+                    call = folded_view(em, plans[node])
                 if isinstance(node.meta.get("val"), (list, tuple)):
                     body.append(f"_r = {call}")
                     body += [f"{em.local(u)} = _r[{u.args[1]}]" for u in node.users if _is_getitem(u)]
                     body.append("del _r")
                 else:
                     body.append(f"{em.local(node)} = {call}")
+                if mode == "check" and node in plans:
+                    p = plans[node]
+                    body.append(f"_g_seen({order[node]}, {em.local(node)}, {em.local(p.source)}, "
+                                f"{em.local(p.root if p.identity else p.source)})")
             else:
                 seg, runner = item
                 body.append(f"_r = {em.bind(runner, 's')}([{', '.join(em.arg(x) for x in seg.inputs)}])")
                 body += [f"{em.local(o)} = _r[{i}]" for i, o in enumerate(seg.outputs)]
                 body.append("del _r")
                 body += [f"{em.local(c)} = {em.arg(c.args[0])}" for c in seg.copies]
-            gone = [em.local(d) for d in dead if d in em.locals]
+            gone = [em.local(d) for d in dead.get(key, ()) if d in em.locals and d not in skip]
             if gone:
                 body.append(f"del {', '.join(gone)}")
         outs = ", ".join(em.arg(o) for o in self.outputs)
@@ -409,11 +451,15 @@ class RegionProgram:
             body.append(f"return ({outs},)" if outs else "return ()")
         else:
             body.append(f"return {outs}")
-        run, source = compile_function(em, "region", ", ".join(params), body, "nvFuser region")
+        what = {"check": " (first call: view layouts checked)", "fast": " (views folded)"}.get(mode, "")
+        run = source = None
+        if positional:
+            run, source = compile_function(em, "region", ", ".join(params), body, "nvFuser region" + what)
         # the boxed entry: the same body after taking the inputs out of the caller's list
         unpack = [f"({', '.join(params)},) = _args", "_args.clear()"] if params else ["_args.clear()"]
-        boxed, _ = compile_function(em, "region_boxed", "_args", unpack + body, "nvFuser region (boxed)")
-        return run, source, boxed
+        boxed, boxed_source = compile_function(em, "region_boxed", "_args", unpack + body,
+                                               "nvFuser region (boxed)" + what)
+        return run, source or boxed_source, boxed
 
     def __call__(self, *args):
         return self.run(*args)

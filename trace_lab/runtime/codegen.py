@@ -55,7 +55,7 @@ from .fast_views import plan as plan_views
 from .interpreter import as_reshape, constants_of
 from .wait_hook import WAIT, current_hook, hooked_wait
 
-__all__ = ["GeneratedProgram", "Emitter", "compile_function", "generate", "generate_region"]
+__all__ = ["GeneratedProgram", "Emitter", "compile_function", "folded_view", "generate", "generate_region"]
 
 _counter = [0]
 
@@ -188,8 +188,8 @@ def _dead(trace: Trace, materialized_regions: bool) -> dict:
     return {ln.node: ln.dead_nodes for ln in live.lines}
 
 
-def _folded_view(em: Emitter, p: ViewPlan) -> str:
-    """A foldable view line's right-hand side in the fast program (:mod:`.fast_views`)."""
+def folded_view(em: Emitter, p: ViewPlan) -> str:
+    """A foldable view line's right-hand side in the fast program (:mod:`.fast_views`; nvFuser's region programs too)."""
     if p.identity:
         return em.local(p.root)
     return f"{em.bind(reinterpret, 'v')}({em.local(p.source)}, {em.bind(p.size, 'c')}, {em.bind(p.stride, 'c')}, {p.delta})"
@@ -241,7 +241,7 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
         else:
             call = f"{callee}({', '.join(args)})"
         if mode == "fast" and n in plans:
-            call = _folded_view(em, plans[n])
+            call = folded_view(em, plans[n])
         val = n.meta.get("val")
         if isinstance(val, (list, tuple)):
             getitems = {u.args[1]: u for u in n.users if is_getitem(u)}

@@ -1,0 +1,74 @@
+"""nvFuser region programs fold their view steps after a first call that checks the real layouts.
+
+The region program (trace_lab.executors.nvfuser_region.RegionProgram) runs the torch steps between nvFuser segments;
+its view steps (an attention head's ``view`` and ``permute`` between two matmuls) become one stride reinterpretation
+each once the first call has seen every view land on its recorded layout (trace_lab.runtime.fast_views). These
+tests run the CPU stand-in of ``nvfuser_direct`` (tests/nvfuser_mock.py) and compare with eager PyTorch.
+"""
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from tests import nvfuser_mock
+from trace_lab.executors.nvfuser_region import RegionProgram, build_definition, split_region
+
+aten = torch.ops.aten
+
+
+class _AtenCalls(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: list = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def _heads(a, w):
+    q = torch.mm(torch.relu(a), w)  # a segment, then torch's mm
+    h = q.view(2, 8, 2, 8).permute(0, 2, 1, 3)  # views only: torch steps
+    s = h.reshape(4, 8, 8) @ a.reshape(4, 8, 8)  # torch's bmm
+    return (s.exp(),)  # a segment
+
+
+def _program():
+    gm = make_fx(_heads)(torch.empty(16, 16, device="meta"), torch.empty(16, 16, device="meta"))
+    steps, _ = split_region(gm)
+    assert [k for k, _ in steps].count("fuse") == 2, steps
+    runners = {id(s): (lambda ins, fd=build_definition(s, nvfuser_mock.module): fd.execute(ins))
+               for kind, s in steps if kind == "fuse"}
+    return RegionProgram(gm, steps, runners, multi=True)
+
+
+def test_views_between_segments_fold_after_a_checked_first_call():
+    program = _program()
+    assert program.views is not None and program.views.fast_chosen is None
+    for call in range(3):
+        a, w = torch.randn(16, 16), torch.randn(16, 16)
+        with _AtenCalls() as seen:
+            got = program(a, w)
+        torch.testing.assert_close(got[0], _heads(a, w)[0])
+        views = [op for op in seen.ops if op in (aten.view.default, aten.permute.default, aten.reshape.default,
+                                                  aten._unsafe_view.default)]
+        if call == 0:  # the checked call runs them through aten
+            assert views, seen.ops
+            assert program.views.fast_chosen is True and program.views.mismatch is None
+        else:  # folded: no view reaches the dispatcher
+            assert not views, views
+    got = program.boxed([torch.ones(16, 16), torch.ones(16, 16)])
+    torch.testing.assert_close(got[0], _heads(torch.ones(16, 16), torch.ones(16, 16))[0])
+
+
+def test_a_view_that_lands_elsewhere_than_recorded_keeps_the_aten_steps():
+    program = _program()
+    a = torch.randn(16, 16).t().contiguous().t()  # same values and shape, column-major: its views land elsewhere
+    w = torch.randn(16, 16)
+    torch.testing.assert_close(program(a, w)[0], _heads(a, w)[0])
+    assert program.views.fast_chosen is False and "strides" in program.views.mismatch
+    for _ in range(2):  # the recorded layout again: still the aten steps, still right
+        a, w = torch.randn(16, 16), torch.randn(16, 16)
+        torch.testing.assert_close(program(a, w)[0], _heads(a, w)[0])
+
