@@ -247,3 +247,6 @@ def test_llama_heads_laid_out_by_torch_and_views_folded_match_eager_and_measure_
     folded = [p for d in ("forward", "backward") for p in r.compilation(d, 0).compiled.region_programs.values()
               if p.views is not None and p.views.fast_chosen]
     assert folded, "no nvFuser region program folded its views"
+    notes = r.compilation("backward", 0).compiled.notes
+    assert any("fold" in n and "view steps" in n for n in notes), notes
+    assert not any("stay aten calls" in n for n in notes), notes

@@ -12,6 +12,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests import nvfuser_mock
+from trace_lab.executors.nvfuser import _view_notes
 from trace_lab.executors.nvfuser_region import RegionProgram, build_definition, split_region
 
 aten = torch.ops.aten
@@ -68,6 +69,8 @@ def test_a_view_that_lands_elsewhere_than_recorded_keeps_the_aten_steps():
     w = torch.randn(16, 16)
     torch.testing.assert_close(program(a, w)[0], _heads(a, w)[0])
     assert program.views.fast_chosen is False and "strides" in program.views.mismatch
+    notes = _view_notes({"fusion3": program})  # what the executor's notes say of it
+    assert notes[1] == f"fusion3: its view steps stay aten calls: {program.views.mismatch}", notes
     for _ in range(2):  # the recorded layout again: still the aten steps, still right
         a, w = torch.randn(16, 16), torch.randn(16, 16)
         torch.testing.assert_close(program(a, w)[0], _heads(a, w)[0])

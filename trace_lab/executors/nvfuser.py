@@ -265,6 +265,7 @@ class NvFuserExecutor(Executor):
             self.report_region(len(region_nodes), len(region_nodes))
         notes.extend(cover_notes(list(regions.values())))
         notes.extend(_donation_notes(list(regions.values())))
+        notes.extend(_view_notes({plan_record(n).name: programs[n] for n in region_nodes if n not in covers}))
         if not regions:
             notes.append("no fused regions: every op ran through torch (pick a fusion strategy to use nvFuser)")
         else:
@@ -419,6 +420,18 @@ def _donation_notes(records: list) -> list[str]:
     if writing:
         notes.append(f"{len(writing)} regions write {sum(len(r.details['in_place_over']) for r in writing)} outputs "
                      "over dying inputs (donate_inplace: elementwise nvFuser segments, alias_input)")
+    return notes
+
+
+def _view_notes(programs: dict) -> list[str]:
+    """What the region programs do with their view steps (:mod:`..runtime.fast_views`): folded after a checked first
+    call, or kept as aten calls where a view landed elsewhere than the capture recorded (the line and layouts)."""
+    views = {name: p.views for name, p in programs.items() if p.views is not None}
+    if not views:
+        return []
+    notes = [f"{len(views)} region programs fold {sum(len(v.expected) for v in views.values())} view steps between "
+             "their nvFuser segments into stride reinterpretations once a first call has checked their layouts"]
+    notes += [f"{name}: its view steps stay aten calls: {v.mismatch}" for name, v in views.items() if v.mismatch]
     return notes
 
 
