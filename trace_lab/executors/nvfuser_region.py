@@ -395,7 +395,7 @@ class RegionProgram:
         from ..runtime.fast_views import plan as plan_views
 
         keys = [item if kind == "torch" else _SegmentLine() for kind, item, _ in self.plan]
-        dead = {k: reads for k, (_, _, reads) in zip(keys, self.plan)}
+        dead = {k: gone for k, (_, _, gone) in zip(keys, self.plan)}  # line -> the values it drops
         plans, frees = plan_views(keys, self.outputs, dead)
         if not plans:
             return self._emit(gm, keys, dead, None)
