@@ -428,6 +428,7 @@ def run_one(cfg: dict) -> dict:
     """One configuration run: first iteration (compile), check vs eager, steady state, peak."""
     import torch
 
+    from _placement import current_cpu, placement
     from _results import environment
     from trace_lab.run import compare
 
@@ -513,7 +514,9 @@ def run_one(cfg: dict) -> dict:
     with _gpu_lock():  # several runs on one GPU (--jobs): only one is in its timed phase
         for _ in range(warmup):
             timed_step()
+        res["placement"] = placement(dev.kind == "cuda")  # where this process times its steps (_placement.py)
         host, device = dev.time(timed_step, iters)
+        res["placement"]["cpu_after"] = current_cpu()
         if bench == "memory":  # the peak of a call whose result is dropped: what eager's reference keeps counts
             res["peak_mib"] = dev.peak_mib(timed_step)
         elif bench == "llama":
@@ -740,8 +743,12 @@ def _progress(done: int, total: int, r: dict, elapsed: float) -> str:
         peak = f"  peak {r['peak_mib']:.1f} MiB" if r.get("peak_mib") is not None else ""
         host = f" (host {r['host_ms']:.2f})" if r.get("device_ms") is not None else ""
         match = "" if r.get("matches_eager") else "  DIFFERS FROM EAGER"
+        p = r.get("placement") or {}
+        where = f"  cpu {p['cpu']}->{p.get('cpu_after')}" if p.get("cpu") is not None else ""
+        if where and p.get("gpu_numa_node") is not None:
+            where += f" (node {p.get('cpu_numa_node')}, GPU's {p['gpu_numa_node']})"
         return f"{what} first {r['first_iter_s']:.2f} s  steady {r['steady_ms']:.3f} ms{host}{peak}" \
-               f"  [{r['wall_s']:.0f} s]{match}"
+               f"  [{r['wall_s']:.0f} s]{where}{match}"
     return f"{what} {'skipped: ' + r['skipped'] if r.get('skipped') else 'FAILED: ' + str(r.get('error'))}"
 
 
