@@ -12,6 +12,10 @@ step's kernel count and device time.
 
     source .device/setup.sh && python3 benchmarks/steady_interleaved.py                 # GPU machine, ~3 min
     python3 benchmarks/steady_interleaved.py --device cpu --configs eager dataflow-eager --rounds 3   # a smoke run
+    python3 benchmarks/steady_interleaved.py --configs torch.compile memory-nvfuser memory-nvfuser~noregionviews
+
+A name ``NAME~VARIANT`` is configuration NAME compiled with one runtime piece off (:data:`VARIANTS`), an A/B of that
+piece in one process.
 
 Writes ``benchmarks/results/<date>-<device>-<commit>-steady-interleaved-llama<L>.json`` and ``.txt``. It is a
 cross-check of bench.py's steady rows, not a replacement: the targets in BENCHMARKS.md stay bench.py's.
@@ -19,6 +23,7 @@ cross-check of bench.py's steady rows, not a replacement: the targets in BENCHMA
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import statistics
@@ -28,6 +33,34 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+# NAME~VARIANT: configuration NAME compiled with one runtime piece switched off, for an A/B in one process
+VARIANTS = {"noregionviews": "nvFuser region programs keep their view steps as aten calls (no folding)"}
+
+
+def split_variant(name: str) -> tuple[str, str | None]:
+    """``"memory-nvfuser~noregionviews"`` -> ``("memory-nvfuser", "noregionviews")``; a name without ``~`` has none."""
+    base, sep, variant = name.partition("~")
+    if sep and variant not in VARIANTS:
+        raise SystemExit(f"unknown variant {variant!r} in {name!r}: use one of "
+                         + ", ".join(f"~{k} ({v})" for k, v in VARIANTS.items()))
+    return base, (variant if sep else None)
+
+
+@contextlib.contextmanager
+def variant_of(variant: str | None):
+    """Compile (the first step) inside this: the variant's piece is off while the programs are generated."""
+    if variant != "noregionviews":
+        yield
+        return
+    from trace_lab.executors.nvfuser_region import RegionProgram
+
+    RegionProgram.fold_views = False
+    try:
+        yield
+    finally:
+        RegionProgram.fold_views = True
+
 
 DEFAULT = ["eager", "torch.compile", "layers-inductor", "dataflow-inductor", "memory-inductor", "dataflow-nvfuser",
            "default"]
@@ -69,8 +102,9 @@ def measure(configs: list[str], device: str, size: str, layers: int, rounds: int
 
     rows, steps = {}, {}
     for name in configs:
-        cfg = bench.parse_config(name)
-        row = {"config": name, "label": bench.label(name)}
+        base, variant = split_variant(name)
+        cfg = bench.parse_config(base)
+        row = {"config": name, "label": bench.label(base) + (f" ~{variant}" if variant else "")}
         t0 = time.perf_counter()
         try:
             compiled, stats = bench._compile(cfg, model, "llama")
@@ -82,7 +116,9 @@ def measure(configs: list[str], device: str, size: str, layers: int, rounds: int
                 model.zero_grad(set_to_none=True)
                 return snap
 
-            bench._check(row, step(keep=True), eager, "first")
+            with variant_of(variant):
+                first = step(keep=True)
+            bench._check(row, first, eager, "first")
             for _ in range(warmup):
                 step()
             dev.sync()
@@ -138,7 +174,9 @@ def table(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--configs", nargs="+", default=None, help=f"bench.py configuration names (default: {' '.join(DEFAULT)})")
+    ap.add_argument("--configs", nargs="+", default=None,
+                    help=f"bench.py configuration names, each optionally ~VARIANT ({', '.join(VARIANTS)}) (default: "
+                         f"{' '.join(DEFAULT)})")
     ap.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     ap.add_argument("--size", choices=["full", "small"], default=None, help="default: full on CUDA, small on the CPU")
     ap.add_argument("--layers", type=int, default=8)

@@ -7,6 +7,7 @@ tests run the CPU stand-in of ``nvfuser_direct`` (tests/nvfuser_mock.py) and com
 """
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -75,3 +76,21 @@ def test_a_view_that_lands_elsewhere_than_recorded_keeps_the_aten_steps():
         a, w = torch.randn(16, 16), torch.randn(16, 16)
         torch.testing.assert_close(program(a, w)[0], _heads(a, w)[0])
 
+
+
+def test_the_benchmarks_ab_variant_compiles_without_folding_and_restores_it():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import steady_interleaved as si
+
+    assert si.split_variant("memory-nvfuser~noregionviews") == ("memory-nvfuser", "noregionviews")
+    assert si.split_variant("memory-nvfuser") == ("memory-nvfuser", None)
+    with pytest.raises(SystemExit, match="unknown variant"):
+        si.split_variant("memory-nvfuser~nothing")
+    with si.variant_of("noregionviews"):
+        plain = _program()
+    assert plain.views is None and RegionProgram.fold_views is True and _program().views is not None
+    a, w = torch.randn(16, 16), torch.randn(16, 16)
+    torch.testing.assert_close(plain(a, w)[0], _heads(a, w)[0])

@@ -362,6 +362,8 @@ class RegionProgram:
     ``program(*inputs)`` or ``program.boxed(list)``: the list is handed over and cleared, so an input only the
     caller held goes at its last read inside the region (``donate_inputs``, as Inductor's ``call(args)``)."""
 
+    fold_views = True  # False: view steps stay aten calls (benchmarks/steady_interleaved.py's ~noregionviews A/B)
+
     def __init__(self, gm: fx.GraphModule, steps, segment_runners: dict, multi: bool):
         self.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         out_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
@@ -396,7 +398,7 @@ class RegionProgram:
 
         keys = [item if kind == "torch" else _SegmentLine() for kind, item, _ in self.plan]
         dead = {k: gone for k, (_, _, gone) in zip(keys, self.plan)}  # line -> the values it drops
-        plans, frees = plan_views(keys, self.outputs, dead)
+        plans, frees = plan_views(keys, self.outputs, dead) if self.fold_views else ({}, dead)
         if not plans:
             return self._emit(gm, keys, dead, None)
         state = FirstCallChecked(plans, [n.name for n in plans], lambda: self._emit(gm, keys, dead, None, False)[2])
