@@ -265,7 +265,9 @@ class NvFuserExecutor(Executor):
             self.report_region(len(region_nodes), len(region_nodes))
         notes.extend(cover_notes(list(regions.values())))
         notes.extend(_donation_notes(list(regions.values())))
-        notes.extend(_view_notes({plan_record(n).name: programs[n] for n in region_nodes if n not in covers}))
+        # region name -> RegionProgram (its segments and their runners: run/repro.py writes one as a file)
+        region_programs = {plan_record(n).name: programs[n] for n in region_nodes if n not in covers}
+        notes.extend(_view_notes(region_programs))
         if not regions:
             notes.append("no fused regions: every op ran through torch (pick a fusion strategy to use nvFuser)")
         else:
@@ -279,8 +281,7 @@ class NvFuserExecutor(Executor):
         compiled = CompiledProgram(run=run, executor="nvfuser", compile_seconds=time.perf_counter() - started,
                                    source=program.source, regions=regions, notes=notes, generated=program)
         compiled.definitions = definitions  # region name -> [FusionDefinition]; see region_definitions()
-        # region name -> RegionProgram (its segments and their runners: run/repro.py writes one as a file)
-        compiled.region_programs = {plan_record(n).name: programs[n] for n in region_nodes if n not in covers}
+        compiled.region_programs = region_programs
         compiled.region_code = {name: (lambda fds=fds: "\n\n".join(repr(fd) for fd in fds)) for name, fds in definitions.items()}
         return compiled
 

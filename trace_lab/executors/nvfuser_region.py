@@ -214,7 +214,7 @@ def _detach_edge_views(gm: fx.GraphModule, steps, writable: set, returned: set) 
         edge = _edge_views(seg)
         edge_set = set(edge)
         rest = [n for n in seg.ops if n not in edge_set]
-        if not edge or all(n.target in METADATA_OPS for n in rest):
+        if not edge or _layout_only(rest):  # nothing would be left for nvFuser
             continue
         read_after = _edge_inputs(edge)
         dying = [x for x in _dying_inputs(seg, i, writable, returned, last) if x not in read_after]
@@ -412,7 +412,7 @@ class RegionProgram:
         globals, each value dropped after its last read (``dead``: line key -> values). ``views``: ``("check",
         plans, seen)`` checks each foldable view's layout after its line, ``("fast", plans)`` folds them. Returns
         (run or None, source, boxed): ``positional`` adds the ``run(*inputs)`` entry."""
-        from ..runtime.codegen import Emitter, compile_function, folded_view
+        from ..runtime.codegen import Emitter, compile_function, folded_view, view_check
         from ..runtime.fast_views import unread
 
         mode, plans = views[:2] if views else (None, {})
@@ -439,9 +439,7 @@ class RegionProgram:
                 else:
                     body.append(f"{em.local(node)} = {call}")
                 if mode == "check" and node in plans:
-                    p = plans[node]
-                    body.append(f"_g_seen({order[node]}, {em.local(node)}, {em.local(p.source)}, "
-                                f"{em.local(p.root if p.identity else p.source)})")
+                    body.append(view_check(em, order[node], node, plans[node]))
             else:
                 seg, runner = item
                 body.append(f"_r = {em.bind(runner, 's')}([{', '.join(em.arg(x) for x in seg.inputs)}])")

@@ -55,7 +55,8 @@ from .fast_views import plan as plan_views
 from .interpreter import as_reshape, constants_of
 from .wait_hook import WAIT, current_hook, hooked_wait
 
-__all__ = ["GeneratedProgram", "Emitter", "compile_function", "folded_view", "generate", "generate_region"]
+__all__ = ["GeneratedProgram", "Emitter", "compile_function", "folded_view", "view_check", "generate",
+           "generate_region"]
 
 _counter = [0]
 
@@ -195,6 +196,12 @@ def folded_view(em: Emitter, p: ViewPlan) -> str:
     return f"{em.bind(reinterpret, 'v')}({em.local(p.source)}, {em.bind(p.size, 'c')}, {em.bind(p.stride, 'c')}, {p.delta})"
 
 
+def view_check(em: Emitter, index: int, n: fx.Node, p: ViewPlan) -> str:
+    """The line after foldable view line ``n`` in the checked program: :meth:`.fast_views.FirstCallChecked.seen`
+    (``_g_seen``) with its result, its source, and its root where the plan says it is the root."""
+    return f"_g_seen({index}, {em.local(n)}, {em.local(p.source)}, {em.local(p.root if p.identity else p.source)})"
+
+
 def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
           materialized_regions: bool, instrument: bool = False, program: int | None = None,
           views: tuple | None = None, donations: dict | None = None) -> list[str]:
@@ -252,9 +259,7 @@ def _body(em: Emitter, trace: Trace, region_runner, views_as_reshape: bool,
         else:
             lines.append(f"{em.local(n)} = {call}")
         if mode == "check" and n in plans:
-            p = plans[n]
-            lines.append(f"_g_seen({order[n]}, {em.local(n)}, {em.local(p.source)}, "
-                         f"{em.local(p.root if p.identity else p.source)})")
+            lines.append(view_check(em, order[n], n, plans[n]))
         gone = [em.local(d) for d in dead.get(n, []) if d.op != "get_attr" and d not in skip and d not in handed]
         if handed:
             gone.append("_d")  # empty unless the region fell back to running op by op
