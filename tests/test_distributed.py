@@ -353,3 +353,40 @@ def test_fsdp_bench_keeplast_saves_the_last_layers_gathers_and_changes_no_gradie
         for name, g in plain["grads"].items():
             torch.testing.assert_close(kept["grads"][name], g, rtol=1e-5, atol=1e-6, msg=name)
             torch.testing.assert_close(kept["grads"][name], v["ref_grads"][name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def _rank():
+    return tld.current().rank
+
+
+def test_a_rendezvous_that_loses_a_peer_runs_the_launch_again_once_and_says_so(tmp_path, monkeypatch):
+    """Rank 1 loses its peer while connecting, the first time only (what gloo said in CI); no target ran, so the
+    launch runs again. Forked ranks see this process's patch of init_process_group."""
+    import pathlib
+
+    import torch.distributed as dist
+
+    real = dist.init_process_group
+    marker = pathlib.Path(tmp_path / "lost")
+
+    def init(*a, rank=None, **k):
+        if rank == 1 and not marker.exists():
+            marker.write_text("lost once")
+            raise RuntimeError("Gloo connectFullMesh failed with ... Connection closed by peer [127.0.0.1]:1")
+        return real(*a, rank=rank, **k)
+
+    monkeypatch.setattr(dist, "init_process_group", init)
+    run = tld.run_distributed(_rank, nproc=2, device="cpu", timeout_s=60, start_method="fork")
+    assert run.values == [0, 1]
+    assert len(run.notes) == 1 and "rendezvous failed before the target ran" in run.notes[0], run.notes
+    assert "Connection closed by peer" in run.notes[0] and "the launch ran again" in run.notes[0]
+
+
+def _fails_with_a_lost_peer():
+    raise RuntimeError("Connection closed by peer")  # said by the target itself, after the rendezvous
+
+
+def test_a_target_that_fails_with_a_lost_peer_is_not_run_again():
+    with pytest.raises(trace_lab.TraceLabError, match=r"(?s)rank 0 failed:.*Connection closed by peer") as e:
+        tld.run_distributed(_fails_with_a_lost_peer, nproc=2, device="cpu", timeout_s=60)
+    assert "ran again" not in str(e.value)

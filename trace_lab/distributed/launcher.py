@@ -14,7 +14,9 @@ its timings and any error with its traceback. A failing rank fails the whole
 run with that traceback (:class:`~trace_lab.errors.TraceLabError`). A rank that dies from a
 signal before reporting (a gloo rank of notebook 05 aborted with "malloc(): unaligned tcache
 chunk detected", twice on 2026-11-27 among some twenty runs, inside torch, not in the cell's code)
-is not the target's error: the launch runs again once (``retry_crashed``) and
+is not the target's error, nor are ranks that lose each other in the rendezvous before any target ran
+(gloo's "Connection closed by peer", seen in CI on a loaded 2-core machine): the launch runs again once
+(``retry_crashed``, on a fresh port) and
 ``DistributedRun.notes`` says so (the ``--nproc`` cell's summary row "processes" too).
 A launch that runs past ``timeout_s`` fails with where each rank still running was: before the ranks are
 killed each dumps its threads' Python stacks (``faulthandler`` on SIGUSR1) and the error quotes the last
@@ -62,6 +64,7 @@ class RankResult:
     report: dict | None = None
     timings: dict = field(default_factory=dict)
     error: str | None = None
+    joined: bool = False  # the rank got through the rendezvous (init_process_group): its target may have run
 
 
 @dataclass
@@ -151,6 +154,7 @@ def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace,
         if device == "cuda":
             torch.cuda.set_device(rank)
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=nproc)
+        result.joined = True
         _CURRENT = WorkerContext(rank, nproc, backend, dev, dist.group.WORLD.group_name)
         started = time.perf_counter()
         if isinstance(target, str):
@@ -219,7 +223,7 @@ def run_distributed(target, nproc: int = 2, *, args: tuple = (), kwargs: dict | 
         try:
             results = _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, timeout_s)
             break
-        except _RankCrashed as e:  # a signal, not the target's error: nothing was reported, nothing written back
+        except _RankCrashed as e:  # a signal or a lost rendezvous, not the target's error: nothing written back
             if attempt >= retry_crashed:
                 raise TraceLabError(f"{e}" + (f"; {notes[-1]}" if notes else "")) from None
             notes.append(f"{e} on attempt {attempt + 1}; the launch ran again")
@@ -227,7 +231,9 @@ def run_distributed(target, nproc: int = 2, *, args: tuple = (), kwargs: dict | 
 
 
 class _RankCrashed(TraceLabError):
-    """A rank's process ended from a signal (SIGABRT, SIGSEGV) before reporting."""
+    """A launch that failed for no reason of the target's, so that it may run again: a rank's process ended from a
+    signal (SIGABRT, SIGSEGV) before reporting, or the ranks lost each other in the rendezvous before any target
+    ran (gloo's "Connection closed by peer" on a loaded machine)."""
 
 
 def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, timeout_s) -> dict:
@@ -276,6 +282,10 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
         stacks_dir.cleanup()
     errors = [r for r in results.values() if r.error]
     if errors:
+        if not any(r.joined for r in results.values()) and all(_peer_lost(r.error) for r in errors):
+            # the ranks lost each other while connecting, before any target ran: not the target's failure
+            raise _RankCrashed(f"run_distributed: the ranks' rendezvous failed before the target ran (rank "
+                               f"{errors[0].rank}: {errors[0].error.strip().splitlines()[-1]})")
         root = _first_failure(errors)
         raise TraceLabError(f"run_distributed: rank {root.rank} failed:\n{root.error}")
     return results
@@ -290,7 +300,11 @@ def _first_failure(errors: list):
     (``_PEER_LOST``: a rank whose target raised exited while another still connected to it); that one only where
     every failure is of that kind."""
     ranked = sorted(errors, key=lambda r: r.rank)
-    return next((r for r in ranked if not any(p in r.error for p in _PEER_LOST)), ranked[0])
+    return next((r for r in ranked if not _peer_lost(r.error)), ranked[0])
+
+
+def _peer_lost(error: str) -> bool:
+    return any(p in error for p in _PEER_LOST)
 
 
 def _rank_stacks(procs, stacks: list, results: dict, frames: int = 8) -> str:
