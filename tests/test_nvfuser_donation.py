@@ -82,7 +82,9 @@ def test_edge_views_move_after_the_segment_where_that_lets_it_write_in_place():
 
     gm, steps = _region(_swiglu_grads, *shapes)
     assert _pairs(gm, steps, writable=()) == ({}, set())  # nothing handed over: the segment keeps its views
-    assert [kind for kind, _ in steps] == ["fuse"]
+    # ... of its own results; the weight's transpose views an input, so it is a torch step whatever is handed over
+    assert [kind for kind, _ in steps] == ["fuse", "torch"]
+    assert steps[1][1].target is torch.ops.aten.t.default and steps[1][1].args[0].op == "placeholder"
 
     def a_view_passed_out(g, a, b, w):
         return (*_swiglu_grads(g, a, b, w), a.view(64, 16))
@@ -90,6 +92,64 @@ def test_edge_views_move_after_the_segment_where_that_lets_it_write_in_place():
     gm, steps = _region(a_view_passed_out, *shapes)
     pairs, written = _pairs(gm, steps, writable=(1,))
     assert written == set(), pairs  # ``a`` is read after the segment (its view goes out): never written over
+
+
+def _transposed_then_read(x, w):
+    """``x.t()`` reaches a matmul, so it is a torch step; the segment after it reads both ``x`` and that view."""
+    v = x.t()
+    m = v @ w
+    return (x + v * 2 + m,)
+
+
+def _transposed_not_read(x, w):
+    m = x.t() @ w
+    return (x * 2 + m,)
+
+
+def test_a_dying_input_the_segment_also_reads_through_a_view_is_not_written_over():
+    """Writing flat element i over ``x`` while the segment reads ``x.t()`` (element i of it is another element of
+    ``x``) would read values already written: no pair. Without the view read the same input is written over."""
+    gm, steps = _region(_transposed_then_read, (16, 16), (16, 16))
+    assert [kind for kind, _ in steps] == ["torch", "torch", "fuse"] and steps[0][1].target is torch.ops.aten.t.default
+    assert _pairs(gm, steps, writable=(0,)) == ({}, set())
+    gm, steps = _region(_transposed_not_read, (16, 16), (16, 16))
+    assert _pairs(gm, steps, writable=(0,))[1] == {0}
+
+
+def test_an_input_whose_view_the_region_returns_is_not_written_over():
+    """The region returns ``x.t()`` (a torch step before the segment): writing over ``x`` would change it."""
+    def fn(x, w):
+        v = x.t()
+        m = v @ w
+        return (x * 2 + m, v)
+
+    gm, steps = _region(fn, (16, 16), (16, 16))
+    assert [kind for kind, _ in steps] == ["torch", "torch", "fuse"]
+    assert _pairs(gm, steps, writable=(0,)) == ({}, set())
+    gm, steps = _region(_transposed_not_read, (16, 16), (16, 16))  # the view not returned: written over
+    assert _pairs(gm, steps, writable=(0,))[1] == {0}
+
+
+def test_a_view_of_an_input_passed_out_stays_a_view_of_it():
+    """A segment's view of an input that no op of the segment reads is a torch step after it: the region hands out
+    a view of the input in eager's layout, not nvFuser's copy in its own layout (a region downstream, compiled for
+    the recorded layout, would otherwise run op by op)."""
+    def fn(a, b):
+        return torch.relu(a) + b, a.permute(1, 0).expand(16, 8)
+
+    gm, steps = _region(fn, (8, 16), (8, 16))
+    assert [kind for kind, _ in steps] == ["fuse", "torch", "torch"]
+    assert [n.target for _, n in steps[1:]] == [torch.ops.aten.permute.default, torch.ops.aten.expand.default]
+    runners = {id(s): (lambda ins, fd=build_definition(s, nvfuser_mock.module): fd.execute(ins))
+               for kind, s in steps if kind == "fuse"}
+    program = RegionProgram(gm, steps, runners, multi=True)
+    for _ in range(2):  # the checked first call, then the folded views
+        a, b = torch.randn(8, 16), torch.randn(8, 16)
+        got = program(a, b)
+        want = fn(a, b)
+        for g, w in zip(got, want, strict=True):
+            torch.testing.assert_close(g, w)
+        assert got[1].data_ptr() == a.data_ptr() and got[1].stride() == want[1].stride()
 
 
 def test_a_segment_writing_two_outputs_over_two_inputs_matches_eager():

@@ -11,6 +11,10 @@ and a clone is one copy kernel: nvFuser spent 50-100 us of host time a call on s
 a segment (an attention head's transposes, several kernels) and about 1 s compiling
 each one on its first call (H200, `benchmarks/nvfuser_execute_probe.py`). Each
 remaining segment becomes one FusionDefinition.
+A segment's views of its inputs that none of its ops reads (a weight's transpose handed to a matmul, an
+identity ``expand``) are torch steps after it (:func:`_passed_input_views`): through nvFuser each was a fresh
+copy in nvFuser's layout, and a region downstream, compiled for the view's recorded layout, then ran op by op
+(llama, memory strategy, on the CPU stand-in: the attention region of every layer after the first).
 The region program's view steps fold as the main program's do (:mod:`..runtime.fast_views`): after a
 first call that checks each view's layout, one stride reinterpretation each (llama 8L, memory strategy,
 CPU stand-in: 237 view steps a training step, each a dispatcher round trip before).
@@ -24,7 +28,9 @@ output reads flat element i of the input only; the two have one dtype and a dens
 layout (the output reshaped to the input's shape where they differ); and nothing
 after the segment reads the input. The segment's runner returns the input tensor in the
 output's place, so the region program and the liveness model see the output in the
-input's storage. Views that only pass a segment's values out (a weight's transpose handed to a
+input's storage. An input read through a torch step's view as well is read in another element order, and
+an input whose view the region returns is returned: neither is written over (:func:`_view_roots`). Views that
+only pass a segment's values out (a weight's transpose handed to a
 matmul, a gradient's 2-D view and transpose) would make a segment look otherwise: where they alone
 stand in the way of writing over a dying input, they run as torch steps right after the segment
 (free there), and the segment pairs (:func:`_detach_edge_views`; SwiGLU's backward writes both
@@ -80,6 +86,27 @@ def _layout_only(ops) -> bool:
     return all(n.target in METADATA_OPS or n.target is torch.ops.aten.clone.default for n in ops)
 
 
+def _passed_input_views(ops: list) -> set:
+    """The segment's metadata ops (views, permutes, expands) that only view its inputs and pass the result out:
+    each reads values made before the segment (or another such view) and no other op of the segment reads it.
+    nvFuser would write each of them out as a fresh copy, in its own layout rather than the view's one the
+    capture recorded, so the region reading it downstream finds other strides than it was compiled for and
+    runs op by op (llama, memory strategy: an attention layer's value heads, an identity ``expand`` of an
+    input). As torch steps after the segment they stay views and copy nothing (module docstring)."""
+    inside = set(ops)
+    if any(n.target is torch.ops.aten.copy_.default for n in ops):
+        return set()
+    views: set = set()
+    for n in ops:
+        if n.target in METADATA_OPS and all(a not in inside or a in views for a in n.all_input_nodes):
+            views.add(n)
+    passed: set = set()
+    for n in reversed(ops):
+        if n in views and all(u not in inside or u in passed for u in n.users):
+            passed.add(n)
+    return passed
+
+
 def split_region(gm: fx.GraphModule, reason=fusible_reason):
     """(steps, notes): steps are ('torch', node) or ('fuse', Segment) in a legal order.
 
@@ -92,10 +119,13 @@ def split_region(gm: fx.GraphModule, reason=fusible_reason):
     def close():
         nonlocal seg, seg_values
         if seg:
-            if _layout_only(seg):
+            passed = _passed_input_views(seg)
+            rest = [n for n in seg if n not in passed]
+            if _layout_only(rest):
                 steps.extend(("torch", n) for n in seg)
             else:
-                steps.append(("fuse", Segment(list(seg))))
+                steps.append(("fuse", Segment(rest)))
+                steps.extend(("torch", n) for n in seg if n in passed)
         seg, seg_values = [], set()
 
     for n in gm.graph.nodes:
@@ -168,11 +198,24 @@ def _flat_elementwise(n: fx.Node, numel: int) -> bool:
     return torch.Tag.pointwise in getattr(n.target, "tags", ())
 
 
+def _view_roots(steps) -> dict:
+    """Each torch step that views a value (a metadata op) -> the value whose storage it views (through chains)."""
+    root: dict[fx.Node, fx.Node] = {}
+    for kind, item in steps:
+        if kind == "torch" and item.target in METADATA_OPS and isinstance(item.args[0], fx.Node):
+            root[item] = root.get(item.args[0], item.args[0])
+    return root
+
+
 def _last_reads(steps) -> dict:
+    """Value -> the last step that reads it, where reading a torch step's view of it reads it too."""
+    root = _view_roots(steps)
     last: dict[fx.Node, int] = {}
     for i, (kind, item) in enumerate(steps):
         for r in (item.inputs if kind == "fuse" else item.all_input_nodes):
             last[r] = i
+            if r in root:
+                last[root[r]] = i
     return last
 
 
@@ -230,7 +273,8 @@ def _detach_edge_views(gm: fx.GraphModule, steps, writable: set, returned: set) 
 def plan_in_place(gm: fx.GraphModule, steps, writable: set) -> set:
     """Fill each segment's ``in_place`` (output -> input it is written over) from ``writable``, the region's
     placeholders its caller gives up to it; returns the placeholders written over. A pair needs: the input read
-    by this segment and by no later step, not a region output, not a ``copy_`` destination, dense; the output of
+    by this segment and by no later step (nor through a torch step's view of it), not a region output (nor a
+    returned view's source), not a ``copy_`` destination, not read by the segment through a view too, dense; the output of
     the same dtype and number of elements, dense; every op of the segment elementwise in flat order at that size
     (:func:`_flat_elementwise`: no reduction, no permute), so that writing flat element i of the output over the
     input's reads nothing but element i (module docstring). Where only the segment's edge views stand in the
@@ -239,6 +283,8 @@ def plan_in_place(gm: fx.GraphModule, steps, writable: set) -> set:
     returned = set(out_node.all_input_nodes)
     if writable:
         _detach_edge_views(gm, steps, writable, returned)
+    root = _view_roots(steps)
+    returned |= {root[r] for r in returned if r in root}  # a returned view returns its source's storage
     last = _last_reads(steps)
     written: set = set()
     for i, (kind, seg) in enumerate(steps):
@@ -247,6 +293,8 @@ def plan_in_place(gm: fx.GraphModule, steps, writable: set) -> set:
         for x in _dying_inputs(seg, i, writable, returned, last):
             xv = x.meta["val"]
             if not all(_flat_elementwise(n, xv.numel()) for n in seg.ops):
+                continue
+            if any(root.get(a) is x for a in seg.inputs):  # it also reads x through a torch view (another order)
                 continue
             same = [o for o in seg.outputs if o not in seg.in_place and _dense(o.meta.get("val"))
                     and o.meta["val"].numel() == xv.numel() and o.meta["val"].dtype == xv.dtype]
