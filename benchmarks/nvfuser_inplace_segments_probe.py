@@ -6,8 +6,8 @@ The definition trace_lab builds for one Adam parameter (``dataflow``, printed by
 --show-definition at a5445be) runs as 4 kernels: a ``no_op`` one for the 0-d step count and three pointwise ones.
 Here the same definition is executed with its four outputs (param, step, exp_avg, exp_avg_sq, in that order)
 written over their inputs or not, and nvFuser's kernels of one execute are counted (torch.profiler).
-Then again with the 0-d inputs given as shape [1] tensors whose one dimension is a broadcast one (``contiguity
-[None]``), so the definition has no broadcast op: nvFuser's SegmentInplaceUpdate pass (csrc/preseg_passes/
+Then again with the 0-d inputs given as shape [1] tensors whose one dimension is a broadcast one (a static size
+of 1, defined as trace_lab's builder defines inputs), so the definition has no broadcast op: nvFuser's SegmentInplaceUpdate pass (csrc/preseg_passes/
 segment_inplace_update.cpp) gives an aliased output its own kernel when it or its input meets a broadcast op's
 producers or consumers. Each [1] form is checked against the 0-d form's values (to 1e-6). ``--ones-only``: the [1] forms only."""
 import itertools
@@ -26,7 +26,8 @@ OUTPUTS = ("param", "step", "exp_avg", "exp_avg_sq")
 def nvfuser_fusion(fd, aliased: set, ones: bool = False) -> None:
     """trace_lab's definition of one Adam update (fp32, 65,536 elements), outputs aliased where named.
     ``ones``: the 0-d inputs come as shape [1] tensors whose dimension is a broadcast one (no broadcast op)."""
-    zero_d = dict(shape=[1], contiguity=[None]) if ones else dict(shape=[], contiguity=[])
+    # as trace_lab's builder defines inputs (sizes, strides, static sizes: a static size 1 is a broadcast dimension)
+    zero_d = dict(sizes=[1], strides=[1], static_sizes=True) if ones else dict(shape=[], contiguity=[])
     bcast = (lambda v: v) if ones else (lambda v: fd.ops.broadcast(v, is_broadcast_dim=[True]))
     tv0 = fd.define_tensor(**zero_d, dtype=DataType.Float, is_cpu=False)  # step
     tv1 = fd.define_tensor(**zero_d, dtype=DataType.Bool, is_cpu=False)  # lerp's weight test

@@ -64,7 +64,7 @@ class RankResult:
     report: dict | None = None
     timings: dict = field(default_factory=dict)
     error: str | None = None
-    joined: bool = False  # the rank got through the rendezvous (init_process_group): its target may have run
+    joined: bool = False  # the rank got through the rendezvous (init_process_group, then a barrier): its target may have run
 
 
 @dataclass
@@ -154,6 +154,10 @@ def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace,
         if device == "cuda":
             torch.cuda.set_device(rank)
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=nproc)
+        # every rank through the rendezvous before any target runs: one whose init returned first could run a short
+        # target and close its end of gloo's mesh under a peer still connecting ("Connection closed by peer" in
+        # connectFullMesh, a CI run of 2026-11-29, after a retried launch); a failure here is still the rendezvous's
+        dist.barrier(**({"device_ids": [rank]} if device == "cuda" else {}))
         result.joined = True
         _CURRENT = WorkerContext(rank, nproc, backend, dev, dist.group.WORLD.group_name)
         started = time.perf_counter()
