@@ -7,9 +7,10 @@ The definition trace_lab builds for one Adam parameter (``dataflow``, printed by
 Here the same definition is executed with its four outputs (param, step, exp_avg, exp_avg_sq, in that order)
 written over their inputs or not, and nvFuser's kernels of one execute are counted (torch.profiler).
 Then again with the 0-d inputs given as shape [1] tensors whose one dimension is a broadcast one (a static size
-of 1, defined as trace_lab's builder defines inputs), so the definition has no broadcast op: nvFuser's SegmentInplaceUpdate pass (csrc/preseg_passes/
-segment_inplace_update.cpp) gives an aliased output its own kernel when it or its input meets a broadcast op's
-producers or consumers. Each [1] form is checked against the 0-d form's values (to 1e-6). ``--ones-only``: the [1] forms only."""
+of 1, defined as trace_lab's builder defines inputs), so the definition has no broadcast op: nvFuser's
+SegmentInplaceUpdate pass (csrc/preseg_passes/segment_inplace_update.cpp) gives an aliased output its own kernel
+when it or its input meets a broadcast op's producers or consumers. Each [1] form is checked against the 0-d
+form's values (to 1e-6). ``--ones-only``: the [1] forms only."""
 import itertools
 import os
 import sys

@@ -64,7 +64,7 @@ class RankResult:
     report: dict | None = None
     timings: dict = field(default_factory=dict)
     error: str | None = None
-    joined: bool = False  # the rank got through the rendezvous (init_process_group, then a barrier): its target may have run
+    joined: bool = False  # through the rendezvous (init_process_group, then a barrier): its target may have run
 
 
 @dataclass

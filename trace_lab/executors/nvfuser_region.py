@@ -274,10 +274,10 @@ def plan_in_place(gm: fx.GraphModule, steps, writable: set) -> set:
     """Fill each segment's ``in_place`` (output -> input it is written over) from ``writable``, the region's
     placeholders its caller gives up to it; returns the placeholders written over. A pair needs: the input read
     by this segment and by no later step (nor through a torch step's view of it), not a region output (nor a
-    returned view's source), not a ``copy_`` destination, not read by the segment through a view too, dense; the output of
-    the same dtype and number of elements, dense; every op of the segment elementwise in flat order at that size
-    (:func:`_flat_elementwise`: no reduction, no permute), so that writing flat element i of the output over the
-    input's reads nothing but element i (module docstring). Where only the segment's edge views stand in the
+    returned view's source), not a ``copy_`` destination, not read by the segment through a view too, dense; the
+    output of the same dtype and number of elements, dense; every op of the segment elementwise in flat order at
+    that size (:func:`_flat_elementwise`: no reduction, no permute), so that writing flat element i of the output
+    over the input's reads nothing but element i (module docstring). Where only the segment's edge views stand in the
     way, they move to torch steps after it first (:func:`_detach_edge_views`: ``steps`` changes)."""
     out_node = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
     returned = set(out_node.all_input_nodes)
