@@ -116,6 +116,16 @@ def test_a_dying_input_the_segment_also_reads_through_a_view_is_not_written_over
     assert _pairs(gm, steps, writable=(0,))[1] == {0}
 
 
+def test_an_input_the_segment_also_reads_through_a_slice_is_not_written_over():
+    """``x - x[:, 0:1]``: the slice is a torch step (no nvFuser lowering) whose result views ``x``; writing the
+    difference over ``x`` would change column 0 while other elements still read it. Another input's slice: written."""
+    gm, steps = _region(lambda x: (x - x[:, 0:1],), (16, 16))
+    assert [kind for kind, _ in steps] == ["torch", "fuse"] and steps[0][1].target is torch.ops.aten.slice.Tensor
+    assert _pairs(gm, steps, writable=(0,)) == ({}, set())
+    gm, steps = _region(lambda x, y: (x - y[:, 0:1],), (16, 16), (16, 16))
+    assert _pairs(gm, steps, writable=(0,))[1] == {0}
+
+
 def test_an_input_whose_view_the_region_returns_is_not_written_over():
     """The region returns ``x.t()`` (a torch step before the segment): writing over ``x`` would change it."""
     def fn(x, w):

@@ -180,7 +180,8 @@ def _dense(val) -> bool:
 
 def _flat_elementwise(n: fx.Node, numel: int) -> bool:
     """Does op ``n`` compute flat element i of its ``numel``-element output from flat element i of each of its
-    inputs that has ``numel`` elements (inputs with fewer are broadcast: they cannot be such an input's view)?
+    inputs that has ``numel`` elements (inputs with fewer are broadcast; one that views the input written over, a
+    torch step's ``slice`` of it, is refused apart: :func:`_view_roots`)?
     Pointwise ops and dtype conversions do; so do views of dense tensors, and ``expand``."""
     val = n.meta.get("val")
     if not isinstance(val, torch.Tensor) or val.numel() != numel:
@@ -198,12 +199,25 @@ def _flat_elementwise(n: fx.Node, numel: int) -> bool:
     return torch.Tag.pointwise in getattr(n.target, "tags", ())
 
 
+def _returns_a_view(n: fx.Node) -> bool:
+    """Whether op ``n``'s result shares its first argument's storage: a metadata op, or an op whose schema says its
+    result aliases an input (``slice``, ``select``, ``split_with_sizes``, ``as_strided``: torch steps here)."""
+    if n.target in METADATA_OPS:
+        return True
+    schema = getattr(n.target, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
+
+
 def _view_roots(steps) -> dict:
-    """Each torch step that views a value (a metadata op) -> the value whose storage it views (through chains)."""
+    """Each torch step that views a value (and each item of one that returns several views) -> the value whose
+    storage it views, through chains."""
     root: dict[fx.Node, fx.Node] = {}
     for kind, item in steps:
-        if kind == "torch" and item.target in METADATA_OPS and isinstance(item.args[0], fx.Node):
+        if kind == "torch" and isinstance(item.args[0], fx.Node) and _returns_a_view(item):
             root[item] = root.get(item.args[0], item.args[0])
+            for u in item.users:
+                if _is_getitem(u):
+                    root[u] = root[item]
     return root
 
 
