@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx as fx
 
+from ..analysis.buffers import alias_sources
 from ..runtime.interpreter import as_reshape
 from .nvfuser_ops import METADATA_OPS, Builder, fusible_reason, table_entry
 
@@ -199,31 +200,30 @@ def _flat_elementwise(n: fx.Node, numel: int) -> bool:
     return torch.Tag.pointwise in getattr(n.target, "tags", ())
 
 
-def _returns_a_view(n: fx.Node) -> bool:
-    """Whether op ``n``'s result shares its first argument's storage: a metadata op, or an op whose schema says its
-    result aliases an input (``slice``, ``select``, ``split_with_sizes``, ``as_strided``: torch steps here)."""
-    if n.target in METADATA_OPS:
-        return True
-    schema = getattr(n.target, "_schema", None)
-    return schema is not None and any(r.alias_info is not None for r in schema.returns)
-
-
 def _view_roots(steps) -> dict:
-    """Each torch step that views a value (and each item of one that returns several views) -> the value whose
-    storage it views, through chains."""
+    """Each torch step whose result shares an argument's storage (a view, ``slice``, ``select``, ``split``'s items:
+    :func:`..analysis.buffers.alias_sources`, the memory model's own rule) -> the value whose storage it shares,
+    through chains."""
     root: dict[fx.Node, fx.Node] = {}
     for kind, item in steps:
-        if kind == "torch" and isinstance(item.args[0], fx.Node) and _returns_a_view(item):
-            root[item] = root.get(item.args[0], item.args[0])
-            for u in item.users:
-                if _is_getitem(u):
-                    root[u] = root[item]
+        if kind != "torch":
+            continue
+        sources = alias_sources(item)
+        if isinstance(item.meta.get("val"), (list, tuple)):  # several results: each read through its getitem
+            pairs = [(u, sources[u.args[1]]) for u in item.users
+                     if _is_getitem(u) and isinstance(u.args[1], int) and u.args[1] < len(sources)]
+        else:
+            pairs = [(item, sources[0])] if sources else []
+        for value, src in pairs:
+            if isinstance(src, fx.Node):
+                root[value] = root.get(src, src)
     return root
 
 
-def _last_reads(steps) -> dict:
-    """Value -> the last step that reads it, where reading a torch step's view of it reads it too."""
-    root = _view_roots(steps)
+def _last_reads(steps, root: dict | None = None) -> dict:
+    """Value -> the last step that reads it, where reading a torch step's view of it reads it too (``root``:
+    :func:`_view_roots` of ``steps``, made here if not given)."""
+    root = _view_roots(steps) if root is None else root
     last: dict[fx.Node, int] = {}
     for i, (kind, item) in enumerate(steps):
         for r in (item.inputs if kind == "fuse" else item.all_input_nodes):
@@ -299,7 +299,7 @@ def plan_in_place(gm: fx.GraphModule, steps, writable: set) -> set:
         _detach_edge_views(gm, steps, writable, returned)
     root = _view_roots(steps)
     returned |= {root[r] for r in returned if r in root}  # a returned view returns its source's storage
-    last = _last_reads(steps)
+    last = _last_reads(steps, root)
     written: set = set()
     for i, (kind, seg) in enumerate(steps):
         if kind != "fuse" or seg.copies:
