@@ -26,6 +26,6 @@ def cpu_nvfuser(monkeypatch) -> None:
 
     monkeypatch.setattr(nv, "require_nvfuser", lambda: nvfuser_mock.module)
     monkeypatch.setattr(nv.NvFuserExecutor, "compile", compile_on_cpu)
-    monkeypatch.setattr(nv.NvFuserExecutor, "_warm_up", staticmethod(lambda fd, seg, strides: None))
+    monkeypatch.setattr(nv.NvFuserExecutor, "_warm_up", staticmethod(lambda fd, seg, strides, lift=(0, ()): None))
     monkeypatch.setattr(nv, "CUDA_ROUNDING", 1)
     monkeypatch.setattr(ops, "HOST_DEVICE", "none")

@@ -58,6 +58,7 @@ class _Ops:
     broadcast_in_dim = staticmethod(_lazy(_bid))
     reshape = staticmethod(_lazy(lambda x, s: x.reshape(s)))
     permute = staticmethod(_lazy(lambda x, d: x.permute(d)))
+    expand = staticmethod(_lazy(lambda x, s: x.expand(s)))
     full = staticmethod(_lazy(lambda s, v, dt: torch.full(s, v.item(), dtype=dt)))
     sum = staticmethod(_lazy(lambda x, d, k=False, dt=None: x.sum(d, keepdim=k)))
     max = staticmethod(_lazy(lambda x, d, k=False: x.amax(d, keepdim=k)))

@@ -38,7 +38,8 @@ from ..runtime import generate
 from .workspace import compiled_region, measure_workspace
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
-from .nvfuser_region import (RegionProgram, Segment, build_definition, output_places, plan_in_place, segment_signature,
+from .nvfuser_region import (RegionProgram, Segment, build_definition, lifted_inputs, output_places, plan_in_place,
+                             segment_signature,
                              split_region, torch_target)
 from .donation import inplace_key, region_jobs
 from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
@@ -50,8 +51,10 @@ class _Definition:
     """One built (and compiled) FusionDefinition plus what it cost; ``places``: where each of the segment's
     outputs comes from (:func:`.nvfuser_region.output_places`: a visible output, or an input written over)."""
 
-    def __init__(self, fd, places: tuple[int, list], build_seconds: float, compile_seconds: float):
+    def __init__(self, fd, places: tuple[int, list], build_seconds: float, compile_seconds: float,
+                 lift: tuple[int, tuple] = (0, ())):
         self.fd = fd
+        self.lift = lift  # (rank, input positions) handed over as [1] * rank views (nvfuser_region.lifted_inputs)
         self.n_visible, self.places = places
         self.build_seconds = build_seconds
         self.compile_seconds = compile_seconds
@@ -81,7 +84,8 @@ class _SegmentRunner:
             d = self.variants[key]
         # debug aid (verify): the segment through torch, before an in-place definition writes over its inputs
         ref = _torch_segment(self.seg)(ins) if self.executor.verify and not self.seg.copies else None
-        res = d.fd.execute(ins)
+        rank, lifted = d.lift
+        res = d.fd.execute([t.view([1] * rank) if i in lifted else t for i, t in enumerate(ins)] if lifted else ins)
         outs = [res[i] if kind == "out" else ins[i] if shape is None else ins[i].view(shape)
                 for kind, i, shape in d.places]
         if ref is not None:
@@ -196,19 +200,24 @@ class NvFuserExecutor(Executor):
         build = self._lru if self._lru is not None else build_definition
         fd = build(seg, self.nvf, strides, in_place)
         built = time.perf_counter()
-        self._warm_up(fd, seg, strides)
-        d = _Definition(fd, output_places(seg, in_place), built - started, time.perf_counter() - built)
+        lift = lifted_inputs(seg, in_place)
+        self._warm_up(fd, seg, strides, lift)
+        d = _Definition(fd, output_places(seg, in_place), built - started, time.perf_counter() - built, lift)
         d.uses = 1
         if self.fusion_cache:
             self._defs[sig] = d
         return d, False
 
     @staticmethod
-    def _warm_up(fd, seg: Segment, strides) -> None:
-        """Compile now: execute once on uninitialised inputs of the recorded layouts."""
+    def _warm_up(fd, seg: Segment, strides, lift: tuple = (0, ())) -> None:
+        """Compile now: execute once on uninitialised inputs of the recorded layouts (lifted ones as the runner
+        hands them, :func:`.nvfuser_region.lifted_inputs`)."""
         ins = []
         for i, x in enumerate(seg.inputs):
             t = x.meta["val"]
+            if i in lift[1]:
+                ins.append(torch.empty([1] * lift[0], dtype=t.dtype, device=t.device))
+                continue
             st = strides[i] if strides is not None else t.stride()
             ins.append(torch.empty_strided(tuple(t.shape), tuple(st), dtype=t.dtype, device=t.device))
         fd.execute(ins)

@@ -32,6 +32,7 @@ class Builder:
         self.values: dict[fx.Node, object] = {}  # node -> nv value, always of the node's meta dtype
         self.inputs: set[int] = set()
         self.aliases: list[tuple] = []  # (value, input it is written into) from copy_
+        self.lifted: set[int] = set()  # 0-d values held as [1] * rank with broadcast dims (nvfuser_region.lifted_inputs)
 
     # -- types --------------------------------------------------------------------------
     def nvdtype(self, dtype):
@@ -40,10 +41,11 @@ class Builder:
                 torch.float64: DT.Double, torch.int64: DT.Int, torch.int32: DT.Int32, torch.bool: DT.Bool,
                 float: DT.Double, int: DT.Int, bool: DT.Bool}[dtype]
 
-    def define_input(self, node: fx.Node, strides=None):
+    def define_input(self, node: fx.Node, strides=None, sizes=None):
         t = node.meta["val"]
         is_cpu = t.device.type == "cpu"
-        v = self.fd.define_tensor(sizes=list(t.shape), strides=list(strides if strides is not None else t.stride()),
+        v = self.fd.define_tensor(sizes=list(sizes if sizes is not None else t.shape),
+                                  strides=list(strides if strides is not None else t.stride()),
                                   dtype=self.nvdtype(t.dtype), static_sizes=True, is_cpu=is_cpu)
         self.values[node] = v
         self.inputs.add(id(v))
@@ -59,7 +61,10 @@ class Builder:
         return self.fd.define_scalar(value, self.nvdtype(dtype))
 
     def cast(self, v, src: torch.dtype, dst: torch.dtype):
-        return v if src == dst else self.fd.ops.cast(v, self.nvdtype(dst))
+        if src == dst:
+            return v
+        out = self.fd.ops.cast(v, self.nvdtype(dst))
+        return self.lift(out) if id(v) in self.lifted else out
 
     def arg(self, x, dtype: torch.dtype, shape=None):
         """nv value of an fx arg or Python scalar, in ``dtype``, broadcast to ``shape`` if given."""
@@ -69,10 +74,17 @@ class Builder:
             return self.broadcast(v, tuple(t.shape), tuple(shape)) if shape is not None else v
         return self.scalar(x, dtype)
 
+    def lift(self, v):
+        """Mark ``v`` a lifted 0-d value: its broadcast dims meet the segment's tensors without a broadcast op."""
+        self.lifted.add(id(v))
+        return v
+
     def broadcast(self, v, in_shape: tuple, out_shape: tuple, expand: bool = False):
         """Make numpy-style broadcasting explicit: squeeze size-1 dims, broadcast_in_dim."""
         if in_shape == out_shape:
             return v
+        if id(v) in self.lifted and in_shape == ():  # already at the segment's rank, every dim a broadcast one
+            return self.fd.ops.expand(v, list(out_shape)) if expand else v
         k = len(out_shape) - len(in_shape)
         aligned = [None] * k + list(in_shape)
         squeeze = [i for i, s in enumerate(in_shape) if s == 1 and out_shape[k + i] != 1]

@@ -50,6 +50,7 @@ import torch.fx as fx
 
 from ..analysis.buffers import alias_sources
 from ..runtime.interpreter import as_reshape
+from . import nvfuser_ops
 from .nvfuser_ops import METADATA_OPS, Builder, fusible_reason, table_entry
 
 __all__ = ["Segment", "split_region", "plan_in_place", "segment_signature", "build_definition", "RegionProgram",
@@ -356,15 +357,49 @@ def segment_signature(seg: Segment, strides: list | None = None, in_place: bool 
     return hashlib.sha1("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def lifted_inputs(seg: Segment, in_place: bool = True) -> tuple[int, tuple]:
+    """(rank R, positions): the segment's 0-d inputs nvFuser is given as shape [1] * R tensors (``t.view``), whose
+    dimensions are broadcast ones, where the segment writes over inputs (``copy_``, in-place pairs). Given as 0-d
+    tensors they need broadcast ops, and nvFuser's SegmentInplaceUpdate pass gives every written-over output
+    next to a broadcast a kernel of its own (Adam's update: 4 kernels a parameter instead of 2,
+    `benchmarks/nvfuser_inplace_segments_probe.py`). Only where every other tensor of the segment has rank R
+    and every 0-d value it computes comes from those inputs alone; else (0, ())."""
+    if not (seg.copies or (in_place and seg.in_place)) or any(
+            isinstance(o.meta.get("val"), torch.Tensor) and o.meta["val"].dim() == 0 for o in seg.in_place):
+        return 0, ()
+
+    def val(n):
+        v = n.meta.get("val") if isinstance(n, fx.Node) else None
+        return v if isinstance(v, torch.Tensor) else None
+
+    zero = [i for i, x in enumerate(seg.inputs) if val(x) is not None and val(x).dim() == 0
+            and val(x).device.type != nvfuser_ops.HOST_DEVICE]  # a host scalar is a scalar to nvFuser
+    ranks = {val(n).dim() for n in list(seg.inputs) + seg.ops if val(n) is not None and val(n).dim() > 0}
+    if not zero or len(ranks) != 1:
+        return 0, ()
+    lifted = {seg.inputs[i] for i in zero}
+    for n in seg.ops:
+        if val(n) is not None and val(n).dim() == 0:
+            ins = [a for a in n.all_input_nodes if val(a) is not None and val(a).dim() == 0]
+            if not ins or not all(a in lifted for a in ins):
+                return 0, ()
+            lifted.add(n)
+    return ranks.pop(), tuple(zero)
+
+
 def build_definition(seg: Segment, nvf, strides: list | None = None, in_place: bool = True):
     """A FusionDefinition computing the segment (not yet compiled: nvFuser compiles on execute). Its visible
     outputs are ``seg.outputs`` in order, less the in-place ones (``seg.in_place``, unless ``in_place`` is off),
     which are added after them aliased to their inputs, as ``copy_``'s are (:func:`output_places`)."""
+    rank, lift = lifted_inputs(seg, in_place)
     fd = nvf.FusionDefinition()
     with fd:
         b = Builder(fd, nvf)
         for i, x in enumerate(seg.inputs):
-            b.define_input(x, strides[i] if strides is not None else None)
+            if i in lift:
+                b.lift(b.define_input(x, [1] * rank, sizes=[1] * rank))
+            else:
+                b.define_input(x, strides[i] if strides is not None else None)
         for n in seg.ops:
             result = table_entry(n.target).build(b, n)
             if isinstance(n.meta.get("val"), (list, tuple)):
@@ -373,6 +408,8 @@ def build_definition(seg: Segment, nvf, strides: list | None = None, in_place: b
                         b.values[u] = result[u.args[1]]
             else:
                 b.values[n] = result
+                if lift and isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dim() == 0:
+                    b.lift(result)  # computed from lifted inputs alone (lifted_inputs)
         added: set[int] = set()
         over = seg.in_place if in_place else {}
         for o in seg.outputs:
@@ -381,6 +418,8 @@ def build_definition(seg: Segment, nvf, strides: list | None = None, in_place: b
             v = b.values[o]
             if id(v) in b.inputs or id(v) in added:
                 v = fd.ops.set(v)  # an output must be a new value
+            if id(b.values[o]) in b.lifted:  # back to the 0-d value the program expects
+                v = fd.ops.squeeze(v, list(range(rank)))
             added.add(id(v))
             fd.add_output(v)
         for v, dest in b.aliases:

@@ -1,0 +1,70 @@
+"""A segment that writes over inputs takes its 0-d inputs as [1]-shaped tensors with broadcast dims.
+
+nvFuser's SegmentInplaceUpdate pass gives every output written over an input a kernel of its own when it meets a
+broadcast op; Adam's per-parameter update broadcast its 0-d step count and lerp weight, so it ran as 4 kernels
+(benchmarks/nvfuser_inplace_segments_probe.py). :func:`~trace_lab.executors.nvfuser_region.lifted_inputs` picks the
+0-d inputs to hand over as ``t.view(1)`` instead, and the builder then needs no broadcast op for them. On the CPU
+through the ``nvfuser_direct`` stand-in: which inputs are lifted, no broadcast built for them, Adam against eager.
+"""
+from __future__ import annotations
+
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import trace_lab
+import trace_lab.executors.nvfuser as nv
+from examples import workloads
+from tests import nvfuser_mock
+from tests.nvfuser_cpu import cpu_nvfuser
+from trace_lab.executors.nvfuser_region import lifted_inputs, split_region
+
+
+def _state(opt):
+    return [t.detach().clone() for g in opt.param_groups for p in g["params"]
+            for t in (p, *opt.state[p].values())]
+
+
+def test_adam_updates_lift_their_0d_inputs_build_no_broadcast_and_match_eager(monkeypatch):
+    cpu_nvfuser(monkeypatch)
+    built, broadcasts = [], []
+    real_definition, real_bid = nv.NvFuserExecutor._definition, nvfuser_mock._Ops.broadcast_in_dim
+
+    def recording(self, seg, strides=None, in_place=True):
+        d, hit = real_definition(self, seg, strides, in_place)
+        if not hit:
+            built.append(d)
+        return d, hit
+
+    monkeypatch.setattr(nv.NvFuserExecutor, "_definition", recording)
+    monkeypatch.setattr(nvfuser_mock._Ops, "broadcast_in_dim",
+                        staticmethod(lambda *a: broadcasts.append(a) or real_bid(*a)))
+    fn, _ = workloads.make_adam_step("cpu", "small", n_params=4)
+    ref, _ = workloads.make_adam_step("cpu", "small", n_params=4)
+    jfn = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")
+    for _ in range(3):
+        jfn()
+        ref()
+    for got, want in zip(_state(fn.__self__), _state(ref.__self__), strict=True):
+        torch.testing.assert_close(got, want)
+    assert len(built) == 1 and built[0].lift[0] == 1 and len(built[0].lift[1]) == 3, [d.lift for d in built]
+    assert broadcasts == []  # the step count and lerp's weight and test meet the 1-D tensors as they are
+
+
+def test_a_segment_that_writes_over_nothing_keeps_its_0d_inputs():
+    gm = make_fx(lambda s, x: (x * s + 1,))(torch.empty((), device="meta"), torch.empty(8, device="meta"))
+    steps, _ = split_region(gm)
+    (seg,) = [s for kind, s in steps if kind == "fuse"]
+    assert lifted_inputs(seg) == (0, ())
+
+
+def test_a_0d_value_that_is_not_lifted_keeps_the_inputs_as_they_are():
+    """A host 0-d tensor (``torch.ones(())``: a scalar to nvFuser, never lifted) would meet the lifted step count
+    at another rank in the 0-d ``add``: no lifting."""
+    def fn(s, x):
+        s.copy_(s + torch.ones(()))
+        return (x * s,)
+
+    gm = make_fx(fn)(torch.empty((), device="meta"), torch.empty(8, device="meta"))
+    steps, _ = split_region(gm)
+    segs = [s for kind, s in steps if kind == "fuse"]
+    assert segs and all(lifted_inputs(s) == (0, ()) for s in segs), [s.ops for s in segs]
