@@ -282,3 +282,33 @@ def test_nvfuser_region_repro_runs_standalone(tmp_path):
     assert "FusionDefinition" in text and "def nvfuser_fusion" in text
     run = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0 and "repro: matches eager" in run.stdout, run.stdout + run.stderr
+
+
+def test_lifted_0d_inputs_on_cuda_write_over_the_step_and_return_a_0d_value(monkeypatch):
+    """A segment that writes over a 0-d CUDA tensor takes it as a [1] tensor with a broadcast dim
+    (``nvfuser_region.lifted_inputs``); real nvFuser must accept the ``t.view([1])`` the runner hands over, write the
+    new count through it, and give back the 0-d ``s * 2`` squeezed to 0-d; all against eager, over three calls."""
+    import trace_lab.executors.nvfuser as nv
+
+    lifts = []
+    real_definition = nv.NvFuserExecutor._definition
+
+    def recording(self, seg, strides=None, in_place=True):
+        d, hit = real_definition(self, seg, strides, in_place)
+        lifts.append(d.lift)
+        return d, hit
+
+    monkeypatch.setattr(nv.NvFuserExecutor, "_definition", recording)
+
+    def fn(s, x):
+        s.copy_(s + 1)
+        return x * s, s * 2
+
+    s, x = torch.tensor(3.0, device="cuda"), torch.randn(4096, device="cuda")
+    s_ref = s.clone()
+    jfn = jit(fn, fusion="dataflow", executor="nvfuser")
+    for _ in range(3):
+        got, want = jfn(s, x), fn(s_ref, x)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(s, s_ref)
+    assert (1, (0,)) in lifts, lifts

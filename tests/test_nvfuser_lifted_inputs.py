@@ -68,3 +68,30 @@ def test_a_0d_value_that_is_not_lifted_keeps_the_inputs_as_they_are():
     steps, _ = split_region(gm)
     segs = [s for kind, s in steps if kind == "fuse"]
     assert segs and all(lifted_inputs(s) == (0, ()) for s in segs), [s.ops for s in segs]
+
+
+def test_a_0d_output_of_a_lifted_segment_comes_back_0d(monkeypatch):
+    """The segment writes over the 0-d ``s`` (so ``s`` is lifted) and also returns the 0-d ``s * 2``: computed at
+    [1] inside the definition, it must reach the program as the 0-d tensor eager returns."""
+    cpu_nvfuser(monkeypatch)
+    lifts = []
+    real_definition = nv.NvFuserExecutor._definition
+
+    def recording(self, seg, strides=None, in_place=True):
+        d, hit = real_definition(self, seg, strides, in_place)
+        lifts.append(d.lift)
+        return d, hit
+
+    monkeypatch.setattr(nv.NvFuserExecutor, "_definition", recording)
+
+    def fn(s, x):
+        s.copy_(s + 1)
+        return x * s, s * 2
+
+    s, x = torch.tensor(3.0), torch.randn(8)
+    s_ref = s.clone()
+    got = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")(s, x)
+    want = fn(s_ref, x)
+    assert lifts == [(1, (0,))], lifts
+    torch.testing.assert_close(got, want)  # shapes too: the 0-d output stays 0-d
+    torch.testing.assert_close(s, s_ref)
