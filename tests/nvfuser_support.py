@@ -1,4 +1,4 @@
-"""Test support for the nvFuser executor: fake-CUDA graphs and a whole-program region.
+"""Test support for the nvFuser executor: fake-CUDA graphs, a whole-program region, the definitions a run builds.
 
 ``whole_program_region(trace)`` wraps a Trace's entire program into one fused
 region (``fusion0``), in the representation every fusion pass produces. It lets
@@ -63,3 +63,19 @@ def whole_program_region(trace, ctx=None):
     g.output(new_out)
     new = fx.GraphModule(root, g)
     return trace.derive(new, "whole-program region")
+
+
+def record_definitions(monkeypatch) -> list:
+    """(definition, cache hit) of every ``NvFuserExecutor._definition`` call from now on, in order."""
+    import trace_lab.executors.nvfuser as nv
+
+    calls = []
+    real_definition = nv.NvFuserExecutor._definition
+
+    def recording(self, seg, strides=None, in_place=True):
+        d, hit = real_definition(self, seg, strides, in_place)
+        calls.append((d, hit))
+        return d, hit
+
+    monkeypatch.setattr(nv.NvFuserExecutor, "_definition", recording)
+    return calls

@@ -23,7 +23,7 @@ from trace_lab.run.jit import FUSION_STRATEGIES, jit
 from trace_lab.passes import PASSES, _load_passes
 
 from examples.workloads import WORKLOADS
-from tests.nvfuser_support import whole_program_region
+from tests.nvfuser_support import record_definitions, whole_program_region
 
 pytestmark = [pytest.mark.nvfuser, pytest.mark.gpu]
 if not torch.cuda.is_available():
@@ -288,17 +288,7 @@ def test_lifted_0d_inputs_on_cuda_write_over_the_step_and_return_a_0d_value(monk
     """A segment that writes over a 0-d CUDA tensor takes it as a [1] tensor with a broadcast dim
     (``nvfuser_region.lifted_inputs``); real nvFuser must accept the ``t.view([1])`` the runner hands over, write the
     new count through it, and give back the 0-d ``s * 2`` squeezed to 0-d; all against eager, over three calls."""
-    import trace_lab.executors.nvfuser as nv
-
-    lifts = []
-    real_definition = nv.NvFuserExecutor._definition
-
-    def recording(self, seg, strides=None, in_place=True):
-        d, hit = real_definition(self, seg, strides, in_place)
-        lifts.append(d.lift)
-        return d, hit
-
-    monkeypatch.setattr(nv.NvFuserExecutor, "_definition", recording)
+    calls = record_definitions(monkeypatch)
 
     def fn(s, x):
         s.copy_(s + 1)
@@ -311,4 +301,4 @@ def test_lifted_0d_inputs_on_cuda_write_over_the_step_and_return_a_0d_value(monk
         got, want = jfn(s, x), fn(s_ref, x)
         torch.testing.assert_close(got, want)
         torch.testing.assert_close(s, s_ref)
-    assert (1, (0,)) in lifts, lifts
+    assert (1, (0,)) in [d.lift for d, _ in calls], [d.lift for d, _ in calls]

@@ -12,10 +12,10 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import trace_lab
-import trace_lab.executors.nvfuser as nv
 from examples import workloads
 from tests import nvfuser_mock
 from tests.nvfuser_cpu import cpu_nvfuser
+from tests.nvfuser_support import record_definitions
 from trace_lab.executors.nvfuser_region import lifted_inputs, split_region
 
 
@@ -26,16 +26,8 @@ def _state(opt):
 
 def test_adam_updates_lift_their_0d_inputs_build_no_broadcast_and_match_eager(monkeypatch):
     cpu_nvfuser(monkeypatch)
-    built, broadcasts = [], []
-    real_definition, real_bid = nv.NvFuserExecutor._definition, nvfuser_mock._Ops.broadcast_in_dim
-
-    def recording(self, seg, strides=None, in_place=True):
-        d, hit = real_definition(self, seg, strides, in_place)
-        if not hit:
-            built.append(d)
-        return d, hit
-
-    monkeypatch.setattr(nv.NvFuserExecutor, "_definition", recording)
+    calls, broadcasts = record_definitions(monkeypatch), []
+    real_bid = nvfuser_mock._Ops.broadcast_in_dim
     monkeypatch.setattr(nvfuser_mock._Ops, "broadcast_in_dim",
                         staticmethod(lambda *a: broadcasts.append(a) or real_bid(*a)))
     fn, _ = workloads.make_adam_step("cpu", "small", n_params=4)
@@ -46,6 +38,7 @@ def test_adam_updates_lift_their_0d_inputs_build_no_broadcast_and_match_eager(mo
         ref()
     for got, want in zip(_state(fn.__self__), _state(ref.__self__), strict=True):
         torch.testing.assert_close(got, want)
+    built = [d for d, hit in calls if not hit]
     assert len(built) == 1 and built[0].lift[0] == 1 and len(built[0].lift[1]) == 3, [d.lift for d in built]
     assert broadcasts == []  # the step count and lerp's weight and test meet the 1-D tensors as they are
 
@@ -74,15 +67,7 @@ def test_a_0d_output_of_a_lifted_segment_comes_back_0d(monkeypatch):
     """The segment writes over the 0-d ``s`` (so ``s`` is lifted) and also returns the 0-d ``s * 2``: computed at
     [1] inside the definition, it must reach the program as the 0-d tensor eager returns."""
     cpu_nvfuser(monkeypatch)
-    lifts = []
-    real_definition = nv.NvFuserExecutor._definition
-
-    def recording(self, seg, strides=None, in_place=True):
-        d, hit = real_definition(self, seg, strides, in_place)
-        lifts.append(d.lift)
-        return d, hit
-
-    monkeypatch.setattr(nv.NvFuserExecutor, "_definition", recording)
+    calls = record_definitions(monkeypatch)
 
     def fn(s, x):
         s.copy_(s + 1)
@@ -92,6 +77,6 @@ def test_a_0d_output_of_a_lifted_segment_comes_back_0d(monkeypatch):
     s_ref = s.clone()
     got = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")(s, x)
     want = fn(s_ref, x)
-    assert lifts == [(1, (0,))], lifts
+    assert [d.lift for d, _ in calls] == [(1, (0,))], [d.lift for d, _ in calls]
     torch.testing.assert_close(got, want)  # shapes too: the 0-d output stays 0-d
     torch.testing.assert_close(s, s_ref)
