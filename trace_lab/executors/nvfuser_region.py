@@ -37,7 +37,10 @@ stand in the way of writing over a dying input, they run as torch steps right af
 gradients over its dying inputs so, as Inductor's kernel does). Several pairs in one segment rely on
 nvFuser reading a fusion's inputs before it writes over them (within one kernel each element is read
 before it is written; nvFuser's SegmentInplaceUpdate pass puts a write it cannot order so into a copy
-kernel of its own).
+kernel of its own). That pass also splits off every written-over output next to a broadcast op, so a segment
+that writes over inputs takes its 0-d inputs as ``[1] * rank`` tensors with broadcast dims
+(:func:`lifted_inputs`): no broadcast op, and Adam's update is one kernel (plus a ``no_op`` for the step
+count's alias) instead of four.
 """
 from __future__ import annotations
 
