@@ -57,8 +57,7 @@ from . import nvfuser_ops
 from .nvfuser_ops import METADATA_OPS, Builder, fusible_reason, table_entry
 
 __all__ = ["Segment", "split_region", "plan_in_place", "segment_signature", "build_definition", "lifted_inputs",
-           "RegionProgram",
-           "torch_target"]
+           "RegionProgram", "torch_target"]
 
 
 def torch_target(n: fx.Node):
