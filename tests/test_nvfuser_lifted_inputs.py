@@ -80,3 +80,23 @@ def test_a_0d_output_of_a_lifted_segment_comes_back_0d(monkeypatch):
     assert [d.lift for d, _ in calls] == [(1, (0,))], [d.lift for d, _ in calls]
     torch.testing.assert_close(got, want)  # shapes too: the 0-d output stays 0-d
     torch.testing.assert_close(s, s_ref)
+
+
+def test_a_0d_input_read_by_a_shape_op_is_not_lifted(monkeypatch):
+    """``s.unsqueeze(0)``'s lowering expects the 0-d ``s`` it recorded (``broadcast_in_dim`` with no kept dims), so
+    a segment that reads a 0-d input through such an op keeps it 0-d; the step still matches eager."""
+    def fn(s, x):
+        s.copy_(s + 1)
+        return (x * s.unsqueeze(0),)
+
+    gm = make_fx(fn)(torch.empty((), device="meta"), torch.empty(8, device="meta"))
+    steps, _ = split_region(gm)
+    segs = [s for kind, s in steps if kind == "fuse"]
+    assert any(n.target == torch.ops.aten.unsqueeze.default for s in segs for n in s.ops), [s.ops for s in segs]
+    assert all(lifted_inputs(s) == (0, ()) for s in segs), [lifted_inputs(s) for s in segs]
+
+    cpu_nvfuser(monkeypatch)
+    s, x = torch.tensor(3.0), torch.randn(8)
+    s_ref = s.clone()
+    torch.testing.assert_close(trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")(s, x), fn(s_ref, x))
+    torch.testing.assert_close(s, s_ref)

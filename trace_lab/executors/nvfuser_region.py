@@ -382,12 +382,26 @@ def lifted_inputs(seg: Segment, in_place: bool = True) -> tuple[int, tuple]:
         return 0, ()
     lifted = {seg.inputs[i] for i in zero}
     for n in seg.ops:
+        if not _broadcasts_operands(n) and any(a in lifted for a in n.all_input_nodes):
+            return 0, ()  # its lowering would meet a [1] * R value where it expects the recorded 0-d shape
         if val(n) is not None and val(n).dim() == 0:
             ins = [a for a in n.all_input_nodes if val(a) is not None and val(a).dim() == 0]
             if not ins or not all(a in lifted for a in ins):
                 return 0, ()
             lifted.add(n)
     return ranks.pop(), tuple(zero)
+
+
+_BROADCASTING = {torch.ops.aten.copy_.default, torch.ops.aten.copy.default, torch.ops.aten.expand.default,
+                 torch.ops.aten._to_copy.default}
+
+
+def _broadcasts_operands(n: fx.Node) -> bool:
+    """Whether ``n``'s lowering takes a lifted value as it takes a 0-d one: pointwise ops (aten's ``pointwise``
+    tag; ``prims.fma``, Adam's lerp) and the copies and expands, whose lowerings broadcast their operands
+    (``Builder.broadcast``); not views, reductions or other ops that read their input's shape."""
+    t = n.target
+    return t in _BROADCASTING or str(t) == "prims.fma.default" or torch.Tag.pointwise in getattr(t, "tags", ())
 
 
 def build_definition(seg: Segment, nvf, strides: list | None = None, in_place: bool = True):
