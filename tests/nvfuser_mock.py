@@ -3,7 +3,10 @@
 Only for checking the translator's own logic (decompositions, dtype handling,
 broadcast bookkeeping, output/alias plumbing) without a GPU: each ``fd.ops``
 call records a torch computation that ``execute`` replays. It does not model
-nvFuser's code generation; GPU tests run the real thing.
+nvFuser's code generation; GPU tests run the real thing. Where nvFuser refuses
+what the translator hands it, the stand-in refuses too: an input of other sizes
+than its definition's (static sizes), ``broadcast_in_dim`` naming fewer dims than
+its input has.
 """
 from __future__ import annotations
 
@@ -39,6 +42,8 @@ def _lazy(fn):
 
 
 def _bid(x, shape, dims):
+    if len(dims) != x.dim():  # as nvFuser refuses it: one broadcast dim named for each of the input's dims
+        raise ValueError(f"broadcast_in_dim: {len(dims)} dims for an input of rank {x.dim()}")
     new = [1] * len(shape)
     for i, d in enumerate(dims):
         new[d] = x.shape[i]
@@ -88,6 +93,7 @@ class FusionDefinition:
         v.fn = lambda: None
         self._inputs.append(v)
         v.index = i
+        v.sizes = list(sizes)
         return v
 
     def define_scalar(self, value, dtype):
@@ -97,6 +103,9 @@ class FusionDefinition:
         (self._aliases.append((v, alias_input)) if alias_input is not None else self._outputs.append(v))
 
     def execute(self, inputs):
+        for v, t in zip(self._inputs, inputs, strict=True):  # static sizes, as nvFuser checks them
+            if isinstance(t, torch.Tensor) and list(t.shape) != v.sizes:
+                raise ValueError(f"input {v.index}: defined with sizes {v.sizes}, given {list(t.shape)}")
         env = {id(v): t for v, t in zip(self._inputs, inputs)}
         outs = [_ev(v, env) for v in self._outputs]
         # every value is computed before any is written over its input, as nvFuser keeps a fusion's reads before
