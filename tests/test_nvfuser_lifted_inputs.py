@@ -8,6 +8,7 @@ through the ``nvfuser_direct`` stand-in: which inputs are lifted, no broadcast b
 """
 from __future__ import annotations
 
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -24,7 +25,10 @@ def _state(opt):
             for t in (p, *opt.state[p].values())]
 
 
-def test_adam_updates_lift_their_0d_inputs_build_no_broadcast_and_match_eager(monkeypatch):
+@pytest.mark.parametrize("fusion", ["dataflow", "horizontal"])
+def test_adam_updates_lift_their_0d_inputs_build_no_broadcast_and_match_eager(monkeypatch, fusion):
+    """dataflow: one definition per parameter, shared by all four (its step count and two folded constants lifted);
+    horizontal: the four updates in one definition, as bench.py's capped Adam regions hold ten."""
     cpu_nvfuser(monkeypatch)
     calls, broadcasts = record_definitions(monkeypatch), []
     real_bid = nvfuser_mock._Ops.broadcast_in_dim
@@ -32,14 +36,15 @@ def test_adam_updates_lift_their_0d_inputs_build_no_broadcast_and_match_eager(mo
                         staticmethod(lambda *a: broadcasts.append(a) or real_bid(*a)))
     fn, _ = workloads.make_adam_step("cpu", "small", n_params=4)
     ref, _ = workloads.make_adam_step("cpu", "small", n_params=4)
-    jfn = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")
+    jfn = trace_lab.jit(fn, fusion=fusion, executor="nvfuser")
     for _ in range(3):
         jfn()
         ref()
     for got, want in zip(_state(fn.__self__), _state(ref.__self__), strict=True):
         torch.testing.assert_close(got, want)
     built = [d for d, hit in calls if not hit]
-    assert len(built) == 1 and built[0].lift[0] == 1 and len(built[0].lift[1]) == 3, [d.lift for d in built]
+    lifted = 3 if fusion == "dataflow" else 4 + 2  # each step count, and the two folded constants once
+    assert len(built) == 1 and built[0].lift[0] == 1 and len(built[0].lift[1]) == lifted, [d.lift for d in built]
     assert broadcasts == []  # the step count and lerp's weight and test meet the 1-D tensors as they are
 
 
