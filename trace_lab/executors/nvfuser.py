@@ -204,9 +204,9 @@ class NvFuserExecutor(Executor):
         self.misses += 1
         started = time.perf_counter()
         build = self._lru if self._lru is not None else build_definition
-        fd = build(seg, self.nvf, strides, in_place)
-        built = time.perf_counter()
         lift = lifted_inputs(seg, in_place)
+        fd = build(seg, self.nvf, strides, in_place, lift=lift)
+        built = time.perf_counter()
         self._warm_up(fd, seg, strides, lift)
         d = _Definition(fd, output_places(seg, in_place), built - started, time.perf_counter() - built, lift)
         d.uses = 1

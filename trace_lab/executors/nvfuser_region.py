@@ -404,11 +404,13 @@ def _broadcasts_operands(n: fx.Node) -> bool:
     return t in _BROADCASTING or str(t) == "prims.fma.default" or torch.Tag.pointwise in getattr(t, "tags", ())
 
 
-def build_definition(seg: Segment, nvf, strides: list | None = None, in_place: bool = True):
+def build_definition(seg: Segment, nvf, strides: list | None = None, in_place: bool = True,
+                     lift: tuple[int, tuple] | None = None):
     """A FusionDefinition computing the segment (not yet compiled: nvFuser compiles on execute). Its visible
     outputs are ``seg.outputs`` in order, less the in-place ones (``seg.in_place``, unless ``in_place`` is off),
-    which are added after them aliased to their inputs, as ``copy_``'s are (:func:`output_places`)."""
-    rank, lift = lifted_inputs(seg, in_place)
+    which are added after them aliased to their inputs, as ``copy_``'s are (:func:`output_places`). ``lift``:
+    :func:`lifted_inputs` of the segment where the caller has it already."""
+    rank, lift = lifted_inputs(seg, in_place) if lift is None else lift
     fd = nvf.FusionDefinition()
     with fd:
         b = Builder(fd, nvf)
