@@ -5,6 +5,8 @@ broadcast op; Adam's per-parameter update broadcast its 0-d step count and lerp 
 (benchmarks/nvfuser_inplace_segments_probe.py). :func:`~trace_lab.executors.nvfuser_region.lifted_inputs` picks the
 0-d inputs to hand over as ``t.view(1)`` instead, and the builder then needs no broadcast op for them. On the CPU
 through the ``nvfuser_direct`` stand-in: which inputs are lifted, no broadcast built for them, Adam against eager.
+A lifted input a ``copy_`` writes is returned fresh and copied back by the runner (``written_back``: an aliased
+broadcast-only output costs a no-op segment, benchmarks/nvfuser_horizontal_probe.py).
 """
 from __future__ import annotations
 
@@ -46,6 +48,13 @@ def test_adam_updates_lift_their_0d_inputs_build_no_broadcast_and_match_eager(mo
     lifted = 3 if fusion == "dataflow" else 4 + 2  # each step count, and the two folded constants once
     assert len(built) == 1 and built[0].lift[0] == 1 and len(built[0].lift[1]) == lifted, [d.lift for d in built]
     assert broadcasts == []  # the step count and lerp's weight and test meet the 1-D tensors as they are
+    # each step count comes back as a fresh output the runner copies back, never as an output aliased to it
+    d = built[0]
+    steps = 1 if fusion == "dataflow" else 4
+    assert len(d.back_into) == steps and set(d.back_into) <= set(d.lift[1]), (d.back_into, d.lift)
+    assert d.back_from == list(range(d.n_visible, d.n_visible + steps))
+    aliased = {id(dest) for _, dest in d.fd._aliases}
+    assert aliased and not aliased & {id(d.fd._inputs[i]) for i in d.back_into}
 
 
 def test_a_segment_that_writes_over_nothing_keeps_its_0d_inputs():

@@ -39,8 +39,7 @@ from .workspace import compiled_region, measure_workspace
 from .nvfuser_import import require_nvfuser
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import (RegionProgram, Segment, build_definition, lifted_inputs, output_places, plan_in_place,
-                             segment_signature,
-                             split_region, torch_target)
+                             segment_signature, split_region, torch_target, written_back)
 from .donation import inplace_key, region_jobs
 from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
 
@@ -52,11 +51,14 @@ class _Definition:
     outputs comes from (:func:`.nvfuser_region.output_places`: a visible output, or an input written over)."""
 
     def __init__(self, fd, places: tuple[int, list], build_seconds: float, compile_seconds: float,
-                 lift: tuple[int, tuple] = (0, ())):
+                 lift: tuple[int, tuple] = (0, ()), back: tuple[int, ...] = ()):
         self.fd = fd
         self.lift = lift  # (rank, input positions) handed over as [1] * rank views (nvfuser_region.lifted_inputs)
         self.lifted, self.lift_shape = lift[1], (1,) * lift[0]
         self.n_visible, self.places = places
+        # lifted inputs the definition returns fresh, copied back by the runner (nvfuser_region.written_back)
+        self.back_from = [self.n_visible + j for j in range(len(back))]
+        self.back_into = list(back)
         self.build_seconds = build_seconds
         self.compile_seconds = compile_seconds
         self.uses = 0
@@ -90,6 +92,8 @@ class _SegmentRunner:
             for i in d.lifted:
                 given[i] = given[i].view(*lift_shape)
             res = d.fd.execute(given)
+            if d.back_into:  # new values of lifted inputs, written back in one kernel
+                torch._foreach_copy_([given[i] for i in d.back_into], [res[j] for j in d.back_from])
         else:
             res = d.fd.execute(ins)
         outs = [res[i] if kind == "out" else ins[i] if shape is None else ins[i].view(shape)
@@ -208,7 +212,8 @@ class NvFuserExecutor(Executor):
         fd = build(seg, self.nvf, strides, in_place, lift=lift)
         built = time.perf_counter()
         self._warm_up(fd, seg, strides, lift)
-        d = _Definition(fd, output_places(seg, in_place), built - started, time.perf_counter() - built, lift)
+        d = _Definition(fd, output_places(seg, in_place), built - started, time.perf_counter() - built, lift,
+                        written_back(seg, lift))
         d.uses = 1
         if self.fusion_cache:
             self._defs[sig] = d

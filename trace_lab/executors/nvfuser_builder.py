@@ -31,7 +31,7 @@ class Builder:
         self.nvf = nvf
         self.values: dict[fx.Node, object] = {}  # node -> nv value, always of the node's meta dtype
         self.inputs: set[int] = set()
-        self.aliases: list[tuple] = []  # (value, input it is written into) from copy_
+        self.aliases: list[tuple] = []  # (value, input it is written into, value before its set) from copy_
         self.lifted: set[int] = set()  # 0-d values held as [1] * rank with broadcast dims (nvfuser_region.lifted_inputs)
 
     # -- types --------------------------------------------------------------------------

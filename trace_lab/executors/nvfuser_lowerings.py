@@ -294,8 +294,9 @@ def _copy_(b: Builder, n: fx.Node):
     """``copy_(dest, src)``: an output aliased to the input ``dest`` (written in place)."""
     dest, src = n.args[0], n.args[1]
     d = _val(dest)
-    v = b.fd.ops.set(b.broadcast(b.arg(src, d.dtype), tuple(_val(src).shape), tuple(d.shape), expand=True))
-    b.aliases.append((v, b.values[dest]))  # added as outputs after the visible ones
+    raw = b.broadcast(b.arg(src, d.dtype), tuple(_val(src).shape), tuple(d.shape), expand=True)
+    v = b.fd.ops.set(raw)
+    b.aliases.append((v, b.values[dest], raw))  # added as outputs after the visible ones
     return v
 
 

@@ -441,8 +441,15 @@ def build_definition(seg: Segment, nvf, strides: list | None = None, in_place: b
                 v = fd.ops.squeeze(v, list(range(rank)))
             added.add(id(v))
             fd.add_output(v)
-        for v, dest in b.aliases:
-            fd.add_output(v, alias_input=dest)
+        back = {id(b.values[seg.inputs[i]]) for i in written_back(seg, (rank, lift))}
+        for _, dest, v in b.aliases:  # lifted values written back: fresh outputs after the visible ones, and not
+            if id(dest) in back:      # copy_'s set, which nvFuser would give a no-op segment as it did the alias
+                v = fd.ops.set(v) if id(v) in b.inputs or id(v) in added else v
+                added.add(id(v))
+                fd.add_output(v)
+        for v, dest, _ in b.aliases:
+            if id(dest) not in back:
+                fd.add_output(v, alias_input=dest)
         for o, x in over.items():
             v = b.values[o]
             v = fd.ops.set(v) if id(v) in b.inputs else v
@@ -451,6 +458,18 @@ def build_definition(seg: Segment, nvf, strides: list | None = None, in_place: b
                 v = fd.ops.reshape(v, shape)
             fd.add_output(v, alias_input=b.values[x])
     return fd
+
+
+def written_back(seg: Segment, lift: tuple[int, tuple]) -> tuple[int, ...]:
+    """Positions of the lifted inputs (:func:`lifted_inputs`) the segment's ``copy_``s write, in op order. The
+    definition returns each new value as a fresh [1] * R output, after the visible ones, and the runner copies
+    them back (one ``torch._foreach_copy_``), instead of an output aliased to its input: nvFuser's
+    MarkAliasesPrepare pass gives an aliased broadcast-only output a no-op segment of its own, and a definition
+    with such a segment is segmented whole, so each Adam update cost a second kernel and a region of many
+    updates kept them all (`benchmarks/nvfuser_horizontal_probe.py`). () where a lifted input is written twice."""
+    lifted = {seg.inputs[i]: i for i in lift[1]}
+    back = tuple(lifted[c.args[0]] for c in seg.copies if c.args[0] in lifted)
+    return back if len(set(back)) == len(back) else ()
 
 
 def output_places(seg: Segment, in_place: bool = True) -> tuple[int, list]:
