@@ -39,8 +39,11 @@ nvFuser reading a fusion's inputs before it writes over them (within one kernel 
 before it is written; nvFuser's SegmentInplaceUpdate pass puts a write it cannot order so into a copy
 kernel of its own). That pass also splits off every written-over output next to a broadcast op, so a segment
 that writes over inputs takes its 0-d inputs as ``[1] * rank`` tensors with broadcast dims
-(:func:`lifted_inputs`): no broadcast op, and Adam's update is one kernel (plus a ``no_op`` for the step
-count's alias) instead of four.
+(:func:`lifted_inputs`): no broadcast op, and Adam's update is one kernel instead of four. A lifted input a
+``copy_`` writes (the step count) is returned fresh and copied back by the runner (:func:`written_back`): as an
+aliased output it cost a no-op segment of its own, and with one such segment nvFuser segments the whole definition.
+nvFuser does not fuse independent updates into one kernel, so a region of N updates is N kernels (plus the
+copy-back), not one.
 """
 from __future__ import annotations
 
