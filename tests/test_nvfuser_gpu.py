@@ -262,20 +262,29 @@ def test_cuda_graphs_match_eager(name, strategy):
     assert graphs and all(g.replays >= 2 and not g.notes for g in graphs), [g.summary() + str(g.notes) for g in graphs]
 
 
-def test_nvfuser_region_repro_runs_standalone(tmp_path):
+def _gelu_tanh(x, w):
+    return torch.nn.functional.gelu(x * w + 1.0).tanh() * 0.5
+
+
+def _scaled_relu_written_over(s, x, w):  # the region writes over x @ w, which dies in it, so s is lifted
+    return (x @ w * s + 1).relu() @ w
+
+
+@pytest.mark.parametrize("f", [_gelu_tanh, _scaled_relu_written_over], ids=["pointwise", "lifted-0d-input"])
+def test_nvfuser_region_repro_runs_standalone(tmp_path, f):
     """export_repro(executor='nvfuser'): a one-segment region as its FusionDefinition, run in a fresh interpreter
-    against eager (issue 17 item 5)."""
+    against eager (issue 17 item 5); also a region whose 0-d input the definition takes as a [1, 1] view."""
     import subprocess
     import sys
 
     import trace_lab
 
-    def f(x, w):
-        return torch.nn.functional.gelu(x * w + 1.0).tanh() * 0.5
-
-    x, w = torch.randn(64, 128, device="cuda"), torch.randn(128, device="cuda")
+    if f is _gelu_tanh:
+        args = (torch.randn(64, 128, device="cuda"), torch.randn(128, device="cuda"))
+    else:
+        args = (torch.tensor(2.0, device="cuda"), torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda"))
     jfn = jit(f, fusion="dataflow", executor="nvfuser")
-    jfn(x, w)
+    torch.testing.assert_close(jfn(*args), f(*args))
     region = next(str(n.target) for n in trace_lab.last_traces(jfn)[-1].ops if n.op == "call_module")
     path = trace_lab.export_repro(jfn, tmp_path / "repro_nv.py", region=region, executor="nvfuser")
     text = open(path).read()

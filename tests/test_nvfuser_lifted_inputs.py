@@ -114,3 +114,37 @@ def test_a_0d_input_read_by_a_shape_op_is_not_lifted(monkeypatch):
     s_ref = s.clone()
     torch.testing.assert_close(trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")(s, x), fn(s_ref, x))
     torch.testing.assert_close(s, s_ref)
+
+
+def test_an_exported_nvfuser_call_hands_a_lifted_input_over_as_the_definition_takes_it(monkeypatch):
+    """export_repro(executor='nvfuser') writes the call trace_lab makes: a region that writes over its dying
+    input lifts its 0-d input, so the exported ``run_nvfuser`` must view it as [1, 1] too. Run here through the
+    stand-in (which refuses inputs of other sizes than defined), its definition put in place of the printed one."""
+    import sys
+    import types
+
+    from trace_lab.run.jit import compiled_of, final_stage
+    from trace_lab.run.repro import nvfuser_call_text
+
+    cpu_nvfuser(monkeypatch)
+    calls = record_definitions(monkeypatch)
+
+    def fn(s, x, w):
+        return (x @ w * s + 1).relu() @ w
+
+    s, x, w = torch.tensor(2.0), torch.randn(8, 8), torch.randn(8, 8)
+    jfn = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")
+    torch.testing.assert_close(jfn(s, x, w), fn(s, x, w))
+    (d, _), = calls
+    assert d.lift == (2, (1,)) and d.places == [("in", 0, None)], (d.lift, d.places)
+    compiled = compiled_of(jfn, final_stage(jfn, "forward", None, "test"))
+    (region,) = compiled.region_programs
+    text = nvfuser_call_text(compiled, region)
+    fake = types.ModuleType("nvfuser_direct")
+    fake.FusionDefinition, fake.DataType = nvfuser_mock.FusionDefinition, nvfuser_mock.DataType
+    monkeypatch.setitem(sys.modules, "nvfuser_direct", fake)
+    scope = {"nvfuser_fusion": lambda fd: fd.__dict__.update(d.fd.__dict__)}
+    exec(text, scope)
+    y = x @ w
+    (got,) = scope["run_nvfuser"](y.clone(), s)
+    torch.testing.assert_close(got, (y * s + 1).relu())

@@ -299,8 +299,8 @@ def export_repro(trace_or_jfn, path, region: str | None = None, executor: str = 
 def nvfuser_call_text(compiled, region: str) -> str:
     """``run_nvfuser(*region_inputs)`` as text: the region's one nvFuser segment as its FusionDefinition (the
     code nvFuser prints for it) and the call trace_lab makes (inputs in the segment's order, contiguous where
-    the definition says so, the outputs in the region's order: visible ones, or the inputs the definition writes
-    them over). A region nvFuser split, or one that writes an input in place (``copy_``), is refused with the
+    the definition says so, 0-d ones as the [1] views the definition takes where it lifts them, the outputs in the
+    region's order: visible ones, or the inputs the definition writes them over). A region nvFuser split, or one that writes an input in place (``copy_``), is refused with the
     reason."""
     programs = getattr(compiled, "region_programs", None) or {}
     runs = {r.name: r.details.get("runs_code_of") for r in (getattr(compiled, "regions", None) or {}).values()}
@@ -337,6 +337,9 @@ def nvfuser_call_text(compiled, region: str) -> str:
         if line.startswith("def ") or body:
             body.append(line)
     contiguous = bool(getattr(runner, "contiguous", False))
+    rank, lifted = runner.definition.lift  # 0-d inputs the definition takes as [1] * rank (lifted_inputs)
+    lift_lines = [f"    for i in {list(lifted)!r}:  # 0-d inputs, handed over as [1] * {rank} views as trace_lab does",
+                  f"        ins[i] = ins[i].view({', '.join(['1'] * rank)})"] if lifted else []
     return "\n".join([
         "from nvfuser_direct import DataType, FusionDefinition  # noqa: E402, F401 - the definition uses both",
         "",
@@ -346,6 +349,7 @@ def nvfuser_call_text(compiled, region: str) -> str:
         "",
         "def run_nvfuser(*inputs):",
         f"    ins = [inputs[i]{'.contiguous()' if contiguous else ''} for i in {order!r}]  # the segment's input order",
+        *lift_lines,
         "    with FusionDefinition() as fd:",
         "        nvfuser_fusion(fd)",
         f"    outs = fd.execute(ins)[:{runner.definition.n_visible}]",
