@@ -300,8 +300,8 @@ def nvfuser_call_text(compiled, region: str) -> str:
     """``run_nvfuser(*region_inputs)`` as text: the region's one nvFuser segment as its FusionDefinition (the
     code nvFuser prints for it) and the call trace_lab makes (inputs in the segment's order, contiguous where
     the definition says so, 0-d ones as the [1] views the definition takes where it lifts them, the outputs in the
-    region's order: visible ones, or the inputs the definition writes them over). A region nvFuser split, or one that writes an input in place (``copy_``), is refused with the
-    reason."""
+    region's order: visible ones, or the inputs the definition writes them over). A region nvFuser split, or one
+    that writes an input in place (``copy_``), is refused with the reason."""
     programs = getattr(compiled, "region_programs", None) or {}
     runs = {r.name: r.details.get("runs_code_of") for r in (getattr(compiled, "regions", None) or {}).values()}
     if region not in programs and runs.get(region):
