@@ -282,7 +282,7 @@ def test_nvfuser_region_repro_runs_standalone(tmp_path, f):
     if f is _gelu_tanh:
         args = (torch.randn(64, 128, device="cuda"), torch.randn(128, device="cuda"))
     else:
-        args = (torch.tensor(2.0, device="cuda"), torch.randn(64, 64, device="cuda"), torch.randn(64, 64, device="cuda"))
+        args = (torch.tensor(2.0, device="cuda"), *(torch.randn(64, 64, device="cuda") for _ in range(2)))
     jfn = jit(f, fusion="dataflow", executor="nvfuser")
     torch.testing.assert_close(jfn(*args), f(*args))
     region = next(str(n.target) for n in trace_lab.last_traces(jfn)[-1].ops if n.op == "call_module")
