@@ -271,7 +271,7 @@ def _scaled_relu_written_over(s, x, w):  # the region writes over x @ w, which d
 
 
 @pytest.mark.parametrize("f", [_gelu_tanh, _scaled_relu_written_over], ids=["pointwise", "lifted-0d-input"])
-def test_nvfuser_region_repro_runs_standalone(tmp_path, f):
+def test_nvfuser_region_repro_runs_standalone(tmp_path, monkeypatch, f):
     """export_repro(executor='nvfuser'): a one-segment region as its FusionDefinition, run in a fresh interpreter
     against eager (issue 17 item 5); also a region whose 0-d input the definition takes as a [1, 1] view."""
     import subprocess
@@ -283,8 +283,10 @@ def test_nvfuser_region_repro_runs_standalone(tmp_path, f):
         args = (torch.randn(64, 128, device="cuda"), torch.randn(128, device="cuda"))
     else:
         args = (torch.tensor(2.0, device="cuda"), *(torch.randn(64, 64, device="cuda") for _ in range(2)))
+    calls = record_definitions(monkeypatch)
     jfn = jit(f, fusion="dataflow", executor="nvfuser")
     torch.testing.assert_close(jfn(*args), f(*args))
+    assert [bool(d.lifted) for d, _ in calls] == [f is _scaled_relu_written_over], [d.lift for d, _ in calls]
     region = next(str(n.target) for n in trace_lab.last_traces(jfn)[-1].ops if n.op == "call_module")
     path = trace_lab.export_repro(jfn, tmp_path / "repro_nv.py", region=region, executor="nvfuser")
     text = open(path).read()
