@@ -203,3 +203,16 @@ def test_magic_flag_reaches_the_options():
     opts = RunOptions(cuda_graphs=True).validate()
     assert "CUDA graphs" in opts.describe()
 
+
+
+def test_an_input_seen_at_its_address_with_other_strides_is_not_replayed_as_recorded():
+    """``a.t()`` starts where ``a`` does: a graph recorded on ``a`` would read it with ``a``'s strides. The run
+    must still compute with the transpose: a second recording, with a static buffer that every later call copies
+    ``x`` into (whatever its layout), every call against eager."""
+    g = GraphedRun(program, written={2}, recorder=stand_in_recorder)
+    a, b, c = torch.randn(4, 4), torch.randn(4, 4), torch.zeros(4, 4)
+    for x in (a, a, a, a.t(), a.t(), a):
+        (out,) = g([x, b, c, 1.0])
+        torch.testing.assert_close(out, reference(x, b, 1.0))
+        del out
+    assert (g.recordings, g.replays, g.ungraphed) == (2, 5, 1)

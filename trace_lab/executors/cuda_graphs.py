@@ -120,6 +120,10 @@ class GraphedRun:
         self._stable: dict[int, tuple] = {}  # input -> address it had on the warm-up call
         self._moving: set[int] = set()  # inputs copied into static buffers
         self._recorded = None  # (replay, static inputs, static outputs, in-place addresses, constants)
+        self._in_place_order: list[int] = []  # the inputs recorded in place, and their (address, strides, shape,
+        self._in_place_keys: list[tuple] = []  # dtype) then: what _matches compares
+        self._copy_in: list[int] = []  # inputs copied into their static buffers before a replay
+        self._copy_out: list[int] = []  # ... and back out after it (the program writes them)
         self._handed_out: list = []  # weak references to the previous call's outputs
         self._gave_up: str | None = None
         self._last_copies: tuple[list, list] = ([], [])  # (copied in, copied back out): [(input, bytes)]
@@ -169,14 +173,15 @@ class GraphedRun:
             isinstance(a, torch.Tensor) and _address(a) != self._stable.get(i) for i, a in enumerate(args))
 
     def _matches(self, args) -> bool:
-        _, static, _, in_place, constants = self._recorded
-        for i, a in enumerate(args):
-            if i in in_place:
-                if _address(a) != in_place[i]:
-                    return False  # it moved: the next recording gives it a static buffer
-            elif i in constants and a != constants[i]:
-                return False
-        return True
+        """Whether every input recorded in place is where, and as, it was (address, strides, shape, dtype), and
+        every constant argument equal: one list comparison. A bench step's time includes this host time before
+        the replay: with 1,000 inputs (Adam.step) GraphedRun costs 0.42 ms a call on the CI machine's CPU, against
+        0.58 ms for a loop of :func:`_address` tuples (``benchmarks/graphed_run_host.py``)."""
+        at = args.__getitem__
+        if [(a.data_ptr(), a.stride(), a.shape, a.dtype) for a in map(at, self._in_place_order)] != self._in_place_keys:
+            return False  # one moved: the next recording gives it a static buffer
+        constants = self._recorded[4]
+        return all(at(i) == c for i, c in constants.items())
 
     def _record(self, args) -> None:
         static, in_place, constants = [], {}, {}
@@ -199,16 +204,21 @@ class GraphedRun:
         self.record_seconds += time.perf_counter() - started
         self.pool_bytes = max(self.pool_bytes, pool)
         self._recorded = (replay, static, tuple(outs), in_place, constants)
+        self._in_place_order = sorted(in_place)  # what _matches compares, in one list
+        self._in_place_keys = [(a.data_ptr(), a.stride(), a.shape, a.dtype) for a in map(args.__getitem__,
+                                                                                        self._in_place_order)]
+        self._copy_in = sorted(self._moving)
+        self._copy_out = sorted(self.written & self._moving)
 
     def _replay(self, args):
         replay, static, outs, in_place, _ = self._recorded
         copied_in, copied_out = [], []
-        for i in sorted(self._moving):
+        for i in self._copy_in:
             if static[i].data_ptr() != args[i].data_ptr():
                 static[i].copy_(args[i])
                 copied_in.append((i, _nbytes(args[i])))
         replay()
-        for i in sorted(self.written & self._moving):
+        for i in self._copy_out:
             if static[i].data_ptr() != args[i].data_ptr():
                 args[i].copy_(static[i])
                 copied_out.append((i, _nbytes(args[i])))
