@@ -834,11 +834,16 @@ def _num(v: float) -> str:
 
 
 def _host_note(g) -> str:
-    """Where the steady time goes: host (launching) vs device time."""
+    """Where the steady time goes. A step is timed from a synchronised device to the end of its kernels (CUDA
+    events), so host time spent before a kernel can start is part of it (a graphed step's input checks come
+    before its replay): host-bound where the host's time is at least 80% of the step, device-bound at most 30%,
+    otherwise both count."""
     h, d = _med(g, "host_ms"), _med(g, "device_ms")
-    if h is None or d is None:
+    if h is None or d is None or d <= 0:
         return ""
-    return f"host {_num(h)} ms of device {_num(d)} ms: " + ("host-bound" if h >= 0.8 * d else "device-bound")
+    share = h / d
+    bound = "host-bound" if share >= 0.8 else "device-bound" if share <= 0.3 else "host and device both count"
+    return f"host {_num(h)} ms of the step's {_num(d)} ms ({share:.0%}): {bound}"
 
 
 def _first_note(g) -> str:
