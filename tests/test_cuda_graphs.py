@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 
+import pytest
 import torch
 
 import trace_lab
@@ -58,8 +59,11 @@ def test_replays_after_warm_up_and_updates_in_place_inputs():
     assert (g.ungraphed, g.recordings, g.replays) == (1, 1, 3)
 
 
-def test_moving_input_is_copied_in_after_one_more_recording():
-    g = GraphedRun(program, written={2}, recorder=stand_in_recorder)
+@pytest.mark.parametrize("guarded", [False, True], ids=["full-check", "addresses-only"])
+def test_moving_input_is_copied_in_after_one_more_recording(guarded):
+    """Also where the caller guards the inputs' layouts (``metadata_guarded``, as jit does): a new address is a
+    move all the same."""
+    g = GraphedRun(program, written={2}, recorder=stand_in_recorder, metadata_guarded=guarded)
     a, b, c = make()
     g([a, b, c, 1.0])
     g([a, b, c, 1.0])  # recorded with b in place
@@ -89,8 +93,9 @@ def test_a_replay_says_what_it_copies():
     assert "the last replay copied 1 input copied in (1.0 KiB: b)" in g.summary(), g.summary()
 
 
-def test_written_input_that_moves_is_copied_back():
-    g = GraphedRun(program, written={2}, recorder=stand_in_recorder)
+@pytest.mark.parametrize("guarded", [False, True], ids=["full-check", "addresses-only"])
+def test_written_input_that_moves_is_copied_back(guarded):
+    g = GraphedRun(program, written={2}, recorder=stand_in_recorder, metadata_guarded=guarded)
     a, b, _ = make()
     for _ in range(4):
         c = torch.full((4,), 5.0)  # a fresh tensor each call: it gets a static buffer

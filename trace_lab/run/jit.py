@@ -359,7 +359,10 @@ def _graphed_run(options: Options, trace: Trace, compiled) -> tuple[object, list
                       "them are host-driven)"]
     from ..executors.cuda_graphs import GraphedRun, written_inputs
 
-    return GraphedRun(compiled.run, written_inputs(trace), names=[trace.name(n) for n in trace.inputs]), []
+    # metadata_guarded: Dynamo guards the inputs' strides, shapes and dtypes (dynamic=False) and AOTAutograd lays
+    # the tangents out as traced, so a replay's check compares addresses only
+    return GraphedRun(compiled.run, written_inputs(trace), names=[trace.name(n) for n in trace.inputs],
+                      metadata_guarded=True), []
 
 
 def _fsdp_prepare(fn, options: Options):
