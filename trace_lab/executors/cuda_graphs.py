@@ -29,8 +29,8 @@ makes the program record again (at most ``MAX_RECORDINGS`` times, then it runs
 un-graphed). "Moves": its address, strides, shape or dtype differ from the recording's; where the caller
 guarantees the rest (``metadata_guarded``: jit's programs, whose inputs Dynamo guards with ``dynamic=False``
 and whose tangents AOTAutograd lays out as traced), the address alone, as cudagraph trees check their
-static inputs (a bench step's time includes this host check: ``benchmarks/graphed_run_host.py``). What a replay copies is counted (:meth:`GraphedRun.replay_copies`: each moving input's
-name and bytes, in and back out) and said by :meth:`GraphedRun.summary`, so the Report shows which
+static inputs (a bench step's time includes this host check: ``benchmarks/graphed_run_host.py``). What a
+replay copies is counted (:meth:`GraphedRun.replay_copies`: each moving input's name and bytes, in and back out) and said by :meth:`GraphedRun.summary`, so the Report shows which
 inputs cost a replay device time beside the program's own kernels. A program that cannot be recorded (a host sync, a CPU op, a
 collective) runs un-graphed; :attr:`GraphedRun.notes` says why.
 
