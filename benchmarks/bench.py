@@ -14,7 +14,7 @@ Configurations (``--configs``): ``eager``, ``torch.compile``, ``reduce-overhead`
 with no options) and ``STRATEGY-EXECUTOR[-SUFFIX...]`` for trace_lab, e.g. ``dataflow-nvfuser``,
 ``memory-inductor``, ``dataflow-inductor-graphs`` (``cuda_graphs=True``); suffixes ``graphs``, ``nocache``
 (``fusion_cache=False``), ``inplace`` / ``noinplace`` (``donate_inplace``), ``nodonate`` (``donate_inputs=False``),
-``noalign`` (``align_layer_saves=False``), ``nocover`` (``cover_regions=False``), ``capN`` (``max_region_ops=N``, e.g. ``horizontal-nvfuser-cap70``).
+``noalign`` (``align_layer_saves=False``), ``nocover`` (``cover_regions=False``), ``nobatch`` (``batch_updates=False``), ``capN`` (``max_region_ops=N``, e.g. ``horizontal-nvfuser-cap70``).
 Configurations that need CUDA
 are skipped with the reason on a machine without it.
 
@@ -78,7 +78,7 @@ ADAM_HORIZONTAL = {"max_region_ops": 350}
 SUFFIXES = {"graphs": ("cuda_graphs", True), "nocache": ("cache", False),
             "inplace": ("donate_inplace", True), "noinplace": ("donate_inplace", False),
             "nodonate": ("donate_inputs", False), "noalign": ("align_layer_saves", False),
-            "nocover": ("cover_regions", False)}
+            "nocover": ("cover_regions", False), "nobatch": ("batch_updates", False)}
 
 
 # ------------------------------------------------------------------------------------------

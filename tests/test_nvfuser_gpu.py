@@ -229,8 +229,8 @@ def test_definition_text_on_request(strategy_pass):
     assert "fd.ops" in text or "define_tensor" in text, text[:300]
 
 
-GRAPH_CASES = [("llama2", "dataflow"), ("adam_step", "dataflow"), ("memory_peak", "memory"),
-               ("transformer_encoder", "horizontal")]
+GRAPH_CASES = [("llama2", "dataflow"), ("adam_step", "dataflow"), ("adam_step", "horizontal"),
+               ("memory_peak", "memory"), ("transformer_encoder", "horizontal")]
 
 
 @pytest.mark.parametrize("name,strategy", GRAPH_CASES, ids=[f"{w}-{s}" for w, s in GRAPH_CASES])
@@ -313,3 +313,67 @@ def test_lifted_0d_inputs_on_cuda_write_over_the_step_and_return_a_0d_value(monk
         torch.testing.assert_close(got, want)
         torch.testing.assert_close(s, s_ref)
     assert (1, (0,)) in [d.lift for d, _ in calls], [d.lift for d, _ in calls]
+
+
+def _adam_two_shapes():
+    g = torch.Generator().manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(s, generator=g).cuda()) for s in [(256, 64)] * 6 + [(1000,)] * 4]
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g).cuda()
+    return torch.optim.Adam(params, lr=1e-2, foreach=False)
+
+
+def _nvfuser_kernels(fn) -> int:
+    """nvFuser kernels one call of ``fn`` launches (torch.profiler; nvFuser names its kernels ``nvfuser_...``)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA and "nvfuser" in e.name)
+
+
+def test_batched_updates_on_cuda_match_eager_and_launch_fewer_kernels():
+    """batch_updates (trace_lab/executors/nvfuser_batch.py) on real nvFuser: Adam over ten parameters of two shapes
+    in one horizontal region runs as two stacked definitions; three steps equal eager's (parameters, moments,
+    step counts), and a step launches fewer nvFuser kernels than unbatched, which launches one or more per
+    update. Also a shared weight that comes in strided (a matrix's column), taken dense."""
+    kernels = {}
+    for batch in (True, False):
+        opt, ref = _adam_two_shapes(), _adam_two_shapes()
+        jfn = jit(opt.step, fusion="horizontal", executor="nvfuser", batch_updates=batch)
+        for _ in range(3):
+            jfn()
+            ref.step()
+        for got, want in zip(_state(opt), _state(ref), strict=True):
+            torch.testing.assert_close(got, want)
+        notes = [n for r in jfn.compilations() for n in r.all_notes() if "batched definitions (batch_updates)" in n]
+        assert bool(notes) == batch, notes
+        kernels[batch] = _nvfuser_kernels(jfn)
+    print(f"nvFuser kernels a step: batched {kernels[True]}, unbatched {kernels[False]}")
+    assert kernels[False] >= 10 and kernels[True] < kernels[False], kernels
+
+    def step(a, b, w, s):
+        a.mul_(w * s)
+        b.mul_(w * s)
+
+    def make():
+        g = torch.Generator().manual_seed(1)
+        return tuple(t.cuda() for t in (torch.randn(64, generator=g), torch.randn(64, generator=g),
+                                        torch.randn(64, 3, generator=g), torch.tensor(0.5)))
+
+    got, want = make(), make()
+    got, want = (*got[:2], got[2][:, 1], got[3]), (*want[:2], want[2][:, 1], want[3])
+    jfn = jit(step, fusion="horizontal", executor="nvfuser")
+    for _ in range(2):
+        jfn(*got)
+        step(*want)
+    for x, y in zip(got, want, strict=True):
+        torch.testing.assert_close(x, y)
+    assert any("2 identical updates run as 1 batched definition" in n for r in jfn.compilations()
+               for n in r.all_notes())
+
+
+def _state(opt):
+    return [t.detach().clone() for g in opt.param_groups for p in g["params"] for t in (p, *opt.state[p].values())]

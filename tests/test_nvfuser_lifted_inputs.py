@@ -38,7 +38,8 @@ def test_adam_updates_lift_their_0d_inputs_build_no_broadcast_and_match_eager(mo
                         staticmethod(lambda *a: broadcasts.append(a) or real_bid(*a)))
     fn, _ = workloads.make_adam_step("cpu", "small", n_params=4)
     ref, _ = workloads.make_adam_step("cpu", "small", n_params=4)
-    jfn = trace_lab.jit(fn, fusion=fusion, executor="nvfuser")
+    # (unbatched: batched, horizontal's four updates are one stacked definition, tests/test_nvfuser_batch.py)
+    jfn = trace_lab.jit(fn, fusion=fusion, executor="nvfuser", batch_updates=False)
     for _ in range(3):
         jfn()
         ref()

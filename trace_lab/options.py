@@ -115,6 +115,13 @@ SCHEMA: tuple[Option, ...] = (
                 "gradient) runs that region's compiled code and drops the extra outputs, one compile fewer, where "
                 "those outputs fit under the program's predicted peak on its line (they count as its workspace). "
                 "Off: it compiles its own code."),
+    Option("batch_updates", bool, True, stage="executor", surfaces=_COMPILE | {"widget"}, label="batch updates",
+           word="batched updates",
+           help="with nvFuser: a fused segment of identical independent elementwise updates that only write its "
+                "inputs (an optimizer's step over many parameters) runs as one definition over the updates' "
+                "inputs stacked along a new dim, and one torch._foreach_copy_ puts the results in place; nvFuser "
+                "runs independent updates as a kernel each. Costs the stacks as the region's workspace. Off: one "
+                "kernel per update."),
     Option("sort_waits", bool, True, stage="passes", surfaces=_COMPILE | {"widget"}, label="sort waits",
            word="wait sorting",
            help="move each collective's wait next to its first consumer; off: keep it right after the collective."),

@@ -41,6 +41,7 @@ from .nvfuser_ops import fusible_reason
 from .nvfuser_region import (RegionProgram, Segment, build_definition, lifted_inputs, output_places, plan_in_place,
                              segment_signature, split_region, torch_target, written_back)
 from .donation import inplace_key, region_jobs
+from .nvfuser_batch import BatchedRunner, batch_plan
 from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
 
 __all__ = ["NvFuserExecutor", "region_definitions"]
@@ -147,8 +148,9 @@ class NvFuserExecutor(Executor):
 
     def __init__(self, fusion_cache: bool = True, keep_definitions: bool = False, verify: bool = False,
                  contiguous_inputs: bool = False, index_math: bool = False, cover_regions: bool = True,
-                 donate_inputs: bool = True, donate_inplace: bool = True):
+                 donate_inputs: bool = True, donate_inplace: bool = True, batch_updates: bool = True):
         self.nvf = require_nvfuser()
+        self.batch_updates = bool(batch_updates)  # identical independent updates: one definition (nvfuser_batch)
         # index_math=False (default): ops with integer/bool results (the causal mask built from
         # arange) run in torch. Fused, nvFuser 0.2.36 got llama's programs wrong on the H200 (they
         # match eager without; benchmarks/BENCHMARKS.md). contiguous_inputs: segments read dense
@@ -177,7 +179,8 @@ class NvFuserExecutor(Executor):
     def from_options(cls, options) -> "NvFuserExecutor":
         return cls(fusion_cache=options.fusion_cache, cover_regions=getattr(options, "cover_regions", True),
                    donate_inputs=getattr(options, "donate_inputs", True),
-                   donate_inplace=getattr(options, "donate_inplace", True))
+                   donate_inplace=getattr(options, "donate_inplace", True),
+                   batch_updates=getattr(options, "batch_updates", True))
 
     def fusible_reason(self, node: fx.Node) -> str | None:
         return fusible_reason(node, index_math=self.index_math)
@@ -378,6 +381,17 @@ class NvFuserExecutor(Executor):
                 continue
             entry = {"ops": [str(n.target) for n in seg.ops], "inputs": len(seg.inputs),
                      "outputs": len(seg.outputs)}
+            batched = self._batched(seg, name, notes) if self.batch_updates else None
+            if batched is not None:
+                runner, hits, built, compiled = batched
+                entry.update(signature=segment_signature(seg), cache_hit=all(hits), build_seconds=built,
+                             compile_seconds=compiled, batched=[g.n for g in runner.plan.groups])
+                if self.keep_definitions:
+                    entry["definition"] = "\n\n".join(repr(d.fd) for d in runner.definitions)
+                runners[id(seg)] = runner
+                seg_entries.append(entry)
+                fds.extend(d.fd for d in runner.definitions)
+                continue
             try:
                 try:
                     d, hit = self._definition(seg, _dense_strides(seg) if self.contiguous_inputs else None)
@@ -424,6 +438,28 @@ class NvFuserExecutor(Executor):
                      **({"in_place_over": sorted(placeholders.index(x) for x in written)} if written else {}),
                      **(refusal_details(refused) if refused else {})})
         return program, record, fds
+
+
+    def _batched(self, seg: Segment, name: str, notes: list[str]):
+        """(BatchedRunner, cache hits, build seconds, compile seconds) where the segment's updates batch
+        (:func:`.nvfuser_batch.batch_plan`), else None; a refused batched definition is a note, and the segment
+        then builds as any other."""
+        try:
+            plan = batch_plan(seg)
+            if plan is None:
+                return None
+            made = [self._definition(g.seg) for g in plan.groups]
+        except Exception as e:  # noqa: BLE001 - nvFuser refused it: the segment builds unbatched
+            notes.append(f"{name}: its updates could not be batched ({type(e).__name__}: {_first_line(e)}); "
+                         "they build unbatched")
+            return None
+        defs = [d for d, _ in made]
+        groups = len(plan.groups)
+        notes.append(f"{name}: {plan.updates} identical updates run as {groups} batched "
+                     f"definition{'s' if groups != 1 else ''} (batch_updates)")
+        return (BatchedRunner(plan, defs), [hit for _, hit in made],
+                sum(d.build_seconds for d, hit in made if not hit),
+                sum(d.build_seconds + d.compile_seconds for d, hit in made if not hit))
 
 
 def _first_line(e: Exception) -> str:

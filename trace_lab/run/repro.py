@@ -318,6 +318,10 @@ def nvfuser_call_text(compiled, region: str) -> str:
                             "or runs part of it through torch); only a one-segment region is written as a "
                             "FusionDefinition: use executor='inductor' or 'eager' for it")
     seg, runner = steps[0][1]
+    if not hasattr(runner, "definition"):
+        raise TraceLabError(f"export_repro(executor='nvfuser'): {region} runs {runner.plan.updates} updates batched "
+                            f"into {len(runner.plan.groups)} stacked definition(s); not written. Export it with "
+                            "jit(..., batch_updates=False)")
     if seg.copies:
         raise TraceLabError(f"export_repro(executor='nvfuser'): {region} writes an input in place; not written")
     order = [program.placeholders.index(x) for x in seg.inputs]

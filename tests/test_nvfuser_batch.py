@@ -1,0 +1,231 @@
+"""Identical independent updates of a segment run as one stacked definition (``batch_updates``,
+trace_lab/executors/nvfuser_batch.py).
+
+nvFuser runs each independent update of a horizontal region as a kernel of its own
+(benchmarks/nvfuser_horizontal_probe.py); batched, a group of N updates is one definition over inputs stacked
+to ``[N, ...]`` and one ``torch._foreach_copy_`` writes the results back. On the CPU through the ``nvfuser_direct``
+stand-in: an optimizer over parameters of two shapes against eager, the groups it forms, predicted against
+measured memory, and the segments the plan must refuse (each refusal is a case where batching would change the
+result or the memory model). The GPU half is in tests/test_nvfuser_gpu.py.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import trace_lab
+from tests.nvfuser_cpu import cpu_nvfuser
+from trace_lab.executors import nvfuser_batch
+from trace_lab.executors.nvfuser_region import split_region
+
+
+def _adam(shapes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    params = [torch.nn.Parameter(torch.randn(s, generator=g)) for s in shapes]
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=g)
+    opt = torch.optim.Adam(params, lr=1e-2, foreach=False)
+    return opt
+
+
+def _state(opt):
+    return [t.detach().clone() for g in opt.param_groups for p in g["params"] for t in (p, *opt.state[p].values())]
+
+
+SHAPES = [(4, 8), (16,), (4, 8), (16,), (4, 8)]
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_adam_over_two_shapes_batches_by_shape_and_matches_eager(monkeypatch, batch):
+    """Five parameters of two shapes in one horizontal region: two groups (3 and 2 updates), each one definition;
+    three steps equal eager's (parameters and both moments, and the step counts). Off: no batched runner."""
+    cpu_nvfuser(monkeypatch)
+    groups = []
+    real_call = nvfuser_batch.BatchedRunner.__call__
+    monkeypatch.setattr(nvfuser_batch.BatchedRunner, "__call__",
+                        lambda self, ins: groups.append(sorted(g.n for g in self.plan.groups)) or real_call(self, ins))
+    opt, ref = _adam(SHAPES), _adam(SHAPES)
+    jfn = trace_lab.jit(opt.step, fusion="horizontal", executor="nvfuser", batch_updates=batch)
+    for _ in range(3):
+        jfn()
+        ref.step()
+    for got, want in zip(_state(opt), _state(ref), strict=True):
+        torch.testing.assert_close(got, want)
+    # (the first call also runs the program once more to check it)
+    assert (len(groups) >= 3 and all(g == [2, 3] for g in groups)) if batch else groups == [], groups
+
+
+def test_batched_updates_predict_their_memory_and_say_so(monkeypatch):
+    """The stacks are the region's workspace: the predicted peak equals the measured one (the stand-in measures
+    its own allocations exactly), and the compile notes name the batching."""
+    cpu_nvfuser(monkeypatch)
+    report = trace_lab.inspect(_adam(SHAPES).step, fusion="horizontal", executor="nvfuser", runs=1)
+    assert report.ok
+    assert report.predicted_peak() == report.measured_peak() > 0
+    notes = report.compilation("forward", 0).all_notes()
+    assert any("5 identical updates run as 2 batched definitions (batch_updates)" in n for n in notes), notes
+
+
+def _segment(fn, *shapes):
+    gm = make_fx(fn)(*(torch.empty(s, device="meta") for s in shapes))
+    steps, _ = split_region(gm)
+    (seg,) = [s for kind, s in steps if kind == "fuse"]
+    return seg
+
+
+def _two_updates(a, b, x, y):
+    a.copy_(a * 2 + x)
+    b.copy_(b * 2 + y)
+    return ()
+
+
+def test_two_identical_updates_form_one_group_of_two():
+    seg = _segment(_two_updates, (8,), (8,), (8,), (8,))
+    plan = nvfuser_batch.batch_plan(seg)
+    assert plan is not None and [g.n for g in plan.groups] == [2]
+    (group,) = plan.groups
+    # stacked inputs: a's and b's, x's and y's; the one write goes back into a and b
+    at = {x.name: i for i, x in enumerate(seg.inputs)}
+    assert [(kind, which) for kind, which, _ in group.inputs] == [
+        ("stack", [at["a_1"], at["b_1"]]), ("stack", [at["x_1"], at["y_1"]])]
+    assert group.outputs == [((2, 8), [at["a_1"], at["b_1"]])]
+    assert [tuple(x.meta["val"].shape) for x in group.seg.inputs] == [(2, 8), (2, 8)]
+
+
+def _other_constants(a, b, x, y):
+    a.copy_(a * 2 + x)
+    b.copy_(b * 3 + y)
+    return ()
+
+
+def _visible_output(a, b, x, y):
+    u, v = a * 2 + x, b * 2 + y
+    a.copy_(u)
+    b.copy_(v)
+    return (u, v)
+
+
+def _scaled(s, a, b):
+    s.copy_(s + 1)
+    a.copy_(a * s)
+    b.copy_(b * s)
+    return ()
+
+
+def _reduction(a, b, x, y):
+    a.copy_(a * x.sum(0, keepdim=True))
+    b.copy_(b * y.sum(0, keepdim=True))
+    return ()
+
+
+def _other_shape(a, b, x, y):  # stacked, x's [2, 8] would not line up with a's [2, 4, 8]
+    a.copy_(a * x)
+    b.copy_(b * y)
+    return ()
+
+
+def _view(a, b, x, y):  # a view's shape argument would not hold for the stacked [2, 8]
+    a.copy_(a * x.view(8))
+    b.copy_(b * y.view(8))
+    return ()
+
+
+@pytest.mark.parametrize("fn,shapes", [
+    (_other_constants, [(8,)] * 4),
+    (_visible_output, [(8,)] * 4),
+    (_reduction, [(8,)] * 4),
+    (_view, [(8,)] * 4),
+    (_other_shape, [(4, 8), (4, 8), (8,), (8,)]),
+], ids=["no-two-alike", "visible-output", "reduction", "view", "two-shapes-in-an-update"])
+def test_segments_batching_would_change_are_not_batched(fn, shapes):
+    """No group of two (constants differ); values read after the segment (a slice would hold its stack alive);
+    a reduction (another shape in the update), a view (not elementwise: its shape argument), an update over
+    two shapes (stacked, they would broadcast against each other wrongly)."""
+    assert nvfuser_batch.batch_plan(_segment(fn, *shapes)) is None
+
+
+def test_an_input_one_update_writes_and_others_read_is_not_batched():
+    """``s`` is written by its own update and read by two identical ones through the input itself (in program
+    order they see the new value; batched, every read comes first)."""
+    seg = _segment(_scaled, (), (8,), (8,))
+    copy_s = seg.copies[0]
+    s = copy_s.args[0]
+    for n in seg.ops:  # (as traced they read the copy_, which joins all three into one update)
+        if n.target is torch.ops.aten.mul.Tensor:
+            n.args = (n.args[0], s)
+    assert len(nvfuser_batch._components(seg)) == 3
+    assert nvfuser_batch.batch_plan(seg) is None
+
+
+def test_a_read_of_an_input_after_its_copy_is_not_batched():
+    """An op after a ``copy_`` that reads the written input itself (not the ``copy_``) sees the new value in
+    program order; batched, every read happens before every write."""
+    def fn(a, b, x, y):
+        a.copy_(a * 2 + x)
+        b.copy_(b * 2 + y)
+        return ()
+
+    seg = _segment(fn, (8,), (8,), (8,), (8,))
+    assert nvfuser_batch.batch_plan(seg) is not None
+    graph = seg.ops[0].graph
+    lates = []
+    for copy in list(seg.copies):  # in each update: late = dest * value after the copy_, written into x
+        dest, x = copy.args[0], copy.args[1].args[1]  # dest * 2 + x
+        assert x in seg.inputs
+        with graph.inserting_after(copy):
+            late = graph.call_function(torch.ops.aten.mul.Tensor, (dest, copy.args[1]))  # (one update still)
+        with graph.inserting_after(late):
+            write = graph.call_function(torch.ops.aten.copy_.default, (x, late))
+        late.meta["val"] = write.meta["val"] = dest.meta["val"]
+        at = seg.ops.index(copy) + 1
+        seg.ops[at:at] = [late, write]
+        lates.append((late, copy))
+    assert nvfuser_batch.batch_plan(seg) is None
+    for late, copy in lates:  # reading the copy_ instead: the new value, as batched
+        late.args = (copy, late.args[1])
+    assert nvfuser_batch.batch_plan(seg) is not None
+
+
+def test_a_shared_input_is_handed_over_as_it_is_and_the_result_matches_eager(monkeypatch):
+    """Two updates that read one weight ``w`` (not stacked: each group reads it at its own shape) and a 0-d scale;
+    ``w`` comes in strided (a column of a matrix) and the definition takes it dense."""
+    cpu_nvfuser(monkeypatch)
+    plans = []
+    real_plan = nvfuser_batch.batch_plan
+    monkeypatch.setattr("trace_lab.executors.nvfuser.batch_plan", lambda seg: plans.append(real_plan(seg)) or plans[-1])
+
+    def step(a, b, w, s):
+        a.mul_(w * s)
+        b.mul_(w * s)
+
+    def make():
+        g = torch.Generator().manual_seed(1)
+        return (torch.randn(8, generator=g), torch.randn(8, generator=g), torch.randn(8, 3, generator=g)[:, 1],
+                torch.tensor(0.5))
+
+    got, want = make(), make()
+    jfn = trace_lab.jit(step, fusion="horizontal", executor="nvfuser")
+    for _ in range(2):
+        jfn(*got)
+        step(*want)
+    for x, y in zip(got, want, strict=True):
+        torch.testing.assert_close(x, y)
+    batched = [p for p in plans if p is not None]
+    assert batched and [g.n for g in batched[0].groups] == [2]
+    assert sorted(kind for kind, _, _ in batched[0].groups[0].inputs) == ["shared", "shared", "stack"]
+
+
+def test_exporting_a_batched_region_names_the_switch(monkeypatch):
+    from types import SimpleNamespace
+
+    from trace_lab.errors import TraceLabError
+    from trace_lab.run.repro import nvfuser_call_text
+
+    seg = _segment(_two_updates, (8,), (8,), (8,), (8,))
+    runner = nvfuser_batch.BatchedRunner(nvfuser_batch.batch_plan(seg), [])
+    program = SimpleNamespace(plan=[("fuse", (seg, runner), [])])
+    compiled = SimpleNamespace(region_programs={"fusion0": program}, regions={})
+    with pytest.raises(TraceLabError, match=r"fusion0 runs 2 updates batched into 1 stacked definition\(s\); not "
+                                            r"written\. Export it with jit\(\.\.\., batch_updates=False\)"):
+        nvfuser_call_text(compiled, "fusion0")

@@ -1,0 +1,270 @@
+"""Batching a segment's identical independent updates into one nvFuser definition (``batch_updates``).
+
+nvFuser does not fuse independent computations: a horizontal region of N parameter updates (Adam's step over N
+parameters) ran as N kernels, about 23 us of host time each (``benchmarks/nvfuser_horizontal_probe.py``), where
+torch.compile's Inductor runs multi-tensor (foreach) kernels. This module is the lab's answer. A segment's ops
+fall into connected components (ops joined by the values they pass; inputs do not join them). Components with
+one structure (same ops, wiring, constants, shapes and dtypes, the same shared inputs) form a group, and a group
+runs as one definition over its members' inputs stacked along a new leading dim: ``[N, *S]`` for a value of the
+component's shape ``S``, ``[N, 1, ...]`` for a 0-d one, so the component's elementwise ops broadcast as before.
+Its outputs are every value the segment writes (``copy_``\\ s, outputs written over inputs), fresh, and one
+``torch._foreach_copy_`` per call puts each member's slice in place.
+
+Only where that is exact and cheap to prove: every op elementwise (aten's ``pointwise`` tag, ``prims.fma``, the
+copies, a dtype cast) on tensors of the component's one shape or 0-d; an input written is read by its own
+component only, never after its ``copy_``; an input several components read (shared: handed over as it is, dense)
+is written by none; every output of the segment
+is written over an input. A visible output would be a slice that keeps its whole stack alive, so such segments
+are not batched. All reads happen when the inputs are stacked and all writes at the end, which is the order a
+component's own ops imply. The price: the stacks are the region's workspace (measured as any region's) and each
+update's data crosses memory twice more (stacked in, copied back), a time-for-memory trade.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+
+from .nvfuser_region import Segment
+
+__all__ = ["BatchGroup", "BatchPlan", "batch_plan", "BatchedRunner"]
+
+_COPY_ = torch.ops.aten.copy_.default
+_ELEMENTWISE = {torch.ops.aten.copy.default, _COPY_, torch.ops.aten._to_copy.default}
+
+
+def _val(n):
+    v = n.meta.get("val") if isinstance(n, fx.Node) else None
+    return v if isinstance(v, torch.Tensor) else None
+
+
+def _elementwise(n: fx.Node) -> bool:
+    t = n.target
+    if n.op != "call_function" or _val(n) is None or any(u.target is operator.getitem for u in n.users):
+        return False
+    if t is torch.ops.aten._to_copy.default:
+        return set(n.kwargs) <= {"dtype"}
+    return t in _ELEMENTWISE or str(t) == "prims.fma.default" or torch.Tag.pointwise in getattr(t, "tags", ())
+
+
+@dataclass
+class _Component:
+    ops: list          # in segment order
+    inputs: list       # the segment inputs it reads, in order of first read
+    writes: list       # (value node, input it is written into), copy_s in op order, then in-place outputs
+    shape: tuple
+
+
+@dataclass
+class BatchGroup:
+    """One definition's worth: ``seg`` (its own fx graph, stacked shapes), ``n`` members, and how the runner
+    feeds and empties it: ``inputs`` per definition input ``("stack", [segment input positions], view shape or
+    None)`` or ``("shared", position, None)``; ``outputs`` per definition output ``(view shape, [segment input
+    position each member's slice is copied into])``."""
+    seg: Segment
+    n: int
+    inputs: list
+    outputs: list
+
+
+@dataclass
+class BatchPlan:
+    groups: list
+    returned: list  # per segment output: (the segment input it is written over, view shape or None)
+
+    @property
+    def updates(self) -> int:
+        return sum(g.n for g in self.groups)
+
+
+def _components(seg: Segment) -> list | None:
+    parent = {n: n for n in seg.ops}
+
+    def find(n):
+        while parent[n] is not n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    for n in seg.ops:
+        for a in n.all_input_nodes:
+            if a in parent:
+                parent[find(a)] = find(n)
+    comps: dict = {}
+    for n in seg.ops:
+        comps.setdefault(find(n), []).append(n)
+    inputs = set(seg.inputs)
+    out = []
+    for ops in comps.values():
+        reads = list(dict.fromkeys(a for n in ops for a in n.all_input_nodes if a in inputs))
+        shapes = {tuple(v.shape) for v in map(_val, reads + ops) if v is not None and v.dim() > 0}
+        if len(shapes) > 1:
+            return None
+        writes = [(c.args[1], c.args[0]) for c in ops if c.target is _COPY_]
+        out.append(_Component(ops, reads, writes, shapes.pop() if shapes else ()))
+    return out
+
+
+def _checked(seg: Segment, comps: list) -> bool:
+    """Whether batching ``comps`` keeps the segment's meaning (module docstring)."""
+    if any(o not in seg.in_place for o in seg.outputs) or not all(_elementwise(n) for n in seg.ops):
+        return False
+    owner = {}
+    for c in comps:
+        for o, x in seg.in_place.items():
+            if o in c.ops:
+                c.writes.append((o, x))
+        for x in c.inputs:
+            owner.setdefault(x, []).append(c)
+    devices = {v.device for v in map(_val, seg.inputs) if v is not None}
+    if len(devices) > 1:
+        return False
+    for c in comps:
+        written = [x for _, x in c.writes]
+        if len(set(written)) != len(written):
+            return False
+        for value, x in c.writes:
+            vv, xv = _val(value), _val(x)
+            if not isinstance(value, fx.Node) or x not in owner or owner[x] != [c] or vv is None or xv is None \
+                    or tuple(vv.shape) != tuple(xv.shape) or vv.dtype != xv.dtype:
+                return False
+        after = set()
+        for n in c.ops:  # nothing reads an input after its copy_ (it would see the new value)
+            if any(a in after for a in n.all_input_nodes if not (n.target is _COPY_ and a is n.args[0])):
+                return False
+            if n.target is _COPY_:
+                after.add(n.args[0])
+    return True
+
+
+def _signature(c: _Component, shared: dict) -> tuple:
+    index = {}
+    parts = []
+    for x in c.inputs:
+        v = _val(x)
+        parts.append(("shared", shared[x]) if x in shared else ("in", str(v.dtype) if v is not None else "-",
+                                                                tuple(v.shape) if v is not None else None))
+        index[x] = len(index)
+
+    def describe(a):
+        if isinstance(a, fx.Node):
+            return ("%", index[a])
+        if isinstance(a, (list, tuple)):
+            return (type(a).__name__, tuple(describe(b) for b in a))
+        return (type(a).__name__, repr(a))
+
+    for n in c.ops:
+        index[n] = len(index)
+        v = _val(n)
+        parts.append((str(n.target), describe(n.args), tuple(sorted((k, describe(w)) for k, w in n.kwargs.items())),
+                      str(v.dtype), tuple(v.shape)))
+    parts.append(("writes", tuple((index[v], index[x]) for v, x in c.writes)))
+    return tuple(parts)
+
+
+def _group_segment(members: list, shared: dict, position: dict) -> tuple[Segment, list, list]:
+    """The batched segment of ``members`` (one structure) on its own fx graph, with fake values of the stacked
+    shapes, and the runner's feeding (``inputs``) and emptying (``outputs``) lists (:class:`BatchGroup`)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    rep, n = members[0], len(members)
+    rank = len(rep.shape)
+    mode = FakeTensorMode()
+    g = fx.Graph()
+    env: dict = {}
+    inputs, feed = [], []
+    for j, x in enumerate(rep.inputs):
+        v = _val(x)
+        if x in shared:
+            shape = tuple(v.shape)
+            feed.append(("shared", shared[x], None))
+        else:
+            shape = (n, *v.shape) if v.dim() else (n,) + (1,) * rank
+            feed.append(("stack", [position[m.inputs[j]] for m in members], None if v.dim() else shape))
+        p = g.placeholder(f"in{j}")
+        with mode:
+            p.meta["val"] = torch.empty(shape, dtype=v.dtype, device=v.device)
+        env[x] = p
+        inputs.append(p)
+    ops = []
+
+    def fake(a):
+        return a.meta["val"]
+
+    for node in rep.ops:
+        if node.target is _COPY_:  # what reads it reads the value written
+            env[node] = env[node.args[1]]
+            continue
+        args = fx.node.map_arg(node.args, env.__getitem__)
+        kwargs = fx.node.map_arg(node.kwargs, env.__getitem__)
+        new = g.call_function(node.target, args, kwargs)
+        with mode:
+            new.meta["val"] = node.target(*fx.node.map_arg(args, fake), **fx.node.map_arg(kwargs, fake))
+        env[node] = new
+        ops.append(new)
+    outputs, empty = [], []
+    for j, (value, x) in enumerate(rep.writes):
+        outputs.append(env[value])
+        empty.append(((n, *_val(x).shape), [position[m.writes[j][1]] for m in members]))
+    return Segment(ops, inputs, outputs), feed, empty
+
+
+def batch_plan(seg: Segment) -> BatchPlan | None:
+    """How to run ``seg`` as one definition per group of identical components, or None where that does not
+    hold (module docstring) or gains nothing (no group of two or more)."""
+    if not seg.ops or (not seg.copies and not seg.in_place):
+        return None
+    comps = _components(seg)
+    if comps is None or len(comps) < 2 or not _checked(seg, comps):
+        return None
+    readers: dict = {}
+    for c in comps:
+        for x in c.inputs:
+            readers[x] = readers.get(x, 0) + 1
+    position = {x: i for i, x in enumerate(seg.inputs)}
+    shared = {x: position[x] for x, k in readers.items() if k > 1}
+    groups: dict = {}
+    for c in comps:
+        groups.setdefault(_signature(c, shared), []).append(c)
+    if all(len(m) == 1 for m in groups.values()):
+        return None
+    batched = []
+    for m in groups.values():
+        g_seg, feed, empty = _group_segment(m, shared, position)
+        batched.append(BatchGroup(g_seg, len(m), feed, empty))
+    returned = []
+    for o in seg.outputs:
+        x = seg.in_place[o]
+        shape = tuple(_val(o).shape)
+        returned.append((position[x], None if shape == tuple(_val(x).shape) else shape))
+    return BatchPlan(batched, returned)
+
+
+class BatchedRunner:
+    """Runs a batched segment (:func:`batch_plan`): per group, stack the members' inputs, execute its
+    definition; then one ``torch._foreach_copy_`` writes every member's slices into place. Returns the segment's
+    outputs (each the input it is written over)."""
+
+    def __init__(self, plan: BatchPlan, definitions: list):
+        self.plan = plan
+        self.definitions = definitions
+
+    def __call__(self, ins):
+        dests, srcs = [], []
+        stack, foreach_copy = torch.stack, torch._foreach_copy_
+        for group, d in zip(self.plan.groups, self.definitions):
+            given = []
+            for kind, which, view in group.inputs:
+                if kind == "shared":  # defined dense (as stacks are): any layout it comes in
+                    given.append(ins[which].contiguous())
+                else:
+                    t = stack([ins[i] for i in which])
+                    given.append(t if view is None else t.view(view))
+            res = d.fd.execute(given)
+            for k, (view, into) in enumerate(group.outputs):
+                dests.extend([ins[i] for i in into])
+                srcs.extend(res[k].view(view).unbind(0))
+        foreach_copy(dests, srcs)
+        return [ins[i] if view is None else ins[i].view(view) for i, view in self.plan.returned]
