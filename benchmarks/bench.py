@@ -71,8 +71,10 @@ DEFAULT_CONFIGS = {
     "memory": ["eager", "torch.compile", "thunder", "default", "memory-nvfuser", "memory-inductor"],
     "adam": ["eager", "torch.compile", "thunder", "dataflow-nvfuser", "dataflow-inductor"],
 }
-# Adam's horizontal region is capped: uncapped, the 200 parameters' 7,000 ops form one region
-# whose nvFuser compile ran past 70 s; 350 ops = 10 parameters per region, one signature.
+# Adam's horizontal region is capped where its updates are not batched (``nobatch``): uncapped, the 200
+# parameters' 7,000 ops form one region whose nvFuser compile ran past 70 s (one kernel per update); 350 ops =
+# 10 parameters per region, one signature. Batched (batch_updates, the default), the one region is one stacked
+# definition; capped, each of its 20 regions paid the stacking and copying back on its own.
 ADAM_HORIZONTAL = {"max_region_ops": 350}
 # configuration-name suffixes -> (option, value)
 SUFFIXES = {"graphs": ("cuda_graphs", True), "nocache": ("cache", False),
@@ -367,7 +369,7 @@ def _compile(cfg: dict, fn, bench: str):
             from trace_lab.passes import PASSES
 
             PASSES["fusion"], strategy = whole_program_region, "dataflow"
-        if bench == "adam" and strategy == "horizontal":
+        if bench == "adam" and strategy == "horizontal" and (cfg.get("extra") or {}).get("batch_updates") is False:
             extra.update(ADAM_HORIZONTAL)
         if cfg.get("cuda_graphs"):
             extra["cuda_graphs"] = True

@@ -43,7 +43,8 @@ that writes over inputs takes its 0-d inputs as ``[1] * rank`` tensors with broa
 ``copy_`` writes (the step count) is returned fresh and copied back by the runner (:func:`written_back`): as an
 aliased output it cost a no-op segment of its own, and with one such segment nvFuser segments the whole definition.
 nvFuser does not fuse independent updates into one kernel, so a region of N updates is N kernels (plus the
-copy-back), not one.
+copy-back), not one, unless the executor batches them (:mod:`.nvfuser_batch`: one stacked definition a group of
+identical updates).
 """
 from __future__ import annotations
 
