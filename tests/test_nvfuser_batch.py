@@ -216,6 +216,29 @@ def test_a_shared_input_is_handed_over_as_it_is_and_the_result_matches_eager(mon
     assert sorted(kind for kind, _, _ in batched[0].groups[0].inputs) == ["shared", "shared", "stack"]
 
 
+def test_outputs_written_over_dying_inputs_batch_and_come_back_in_their_buffers(monkeypatch):
+    """Two identical elementwise tails over two matmul results that die in the region: each output is written over
+    its input (donate_inplace), so the batched runner copies each member's result into that input and returns it;
+    the outputs equal eager's and the peak is as predicted."""
+    cpu_nvfuser(monkeypatch)
+    plans = []
+    real_plan = nvfuser_batch.batch_plan
+    monkeypatch.setattr("trace_lab.executors.nvfuser.batch_plan", lambda seg: plans.append(real_plan(seg)) or plans[-1])
+
+    def f(a, b, w):
+        u, v = a @ w, b @ w
+        return (u * 2 + 1, v * 2 + 1)
+
+    args = [torch.randn(8, 8, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    got = trace_lab.jit(f, fusion="horizontal", executor="nvfuser")(*args)
+    for x, y in zip(got, f(*args), strict=True):
+        torch.testing.assert_close(x, y)
+    (plan,) = [p for p in plans if p is not None]
+    assert [g.n for g in plan.groups] == [2] and [shape for _, shape in plan.returned] == [None, None]
+    report = trace_lab.inspect(f, *args, fusion="horizontal", executor="nvfuser", runs=1)
+    assert report.ok and report.predicted_peak() == report.measured_peak() > 0
+
+
 def test_exporting_a_batched_region_names_the_switch(monkeypatch):
     from types import SimpleNamespace
 

@@ -49,7 +49,7 @@ def _elementwise(n: fx.Node) -> bool:
     return t in _ELEMENTWISE or str(t) == "prims.fma.default" or torch.Tag.pointwise in getattr(t, "tags", ())
 
 
-@dataclass
+@dataclass(eq=False)  # (compared by identity: a component is its ops)
 class _Component:
     ops: list          # in segment order
     inputs: list       # the segment inputs it reads, in order of first read
@@ -111,11 +111,11 @@ def _checked(seg: Segment, comps: list) -> bool:
     """Whether batching ``comps`` keeps the segment's meaning (module docstring)."""
     if any(o not in seg.in_place for o in seg.outputs) or not all(_elementwise(n) for n in seg.ops):
         return False
-    owner = {}
+    comp_of = {n: c for c in comps for n in c.ops}
+    for o, x in seg.in_place.items():  # (every segment output is one of these)
+        comp_of[o].writes.append((o, x))
+    owner: dict = {}
     for c in comps:
-        for o, x in seg.in_place.items():
-            if o in c.ops:
-                c.writes.append((o, x))
         for x in c.inputs:
             owner.setdefault(x, []).append(c)
     devices = {v.device for v in map(_val, seg.inputs) if v is not None}
@@ -127,8 +127,8 @@ def _checked(seg: Segment, comps: list) -> bool:
             return False
         for value, x in c.writes:
             vv, xv = _val(value), _val(x)
-            if not isinstance(value, fx.Node) or x not in owner or owner[x] != [c] or vv is None or xv is None \
-                    or tuple(vv.shape) != tuple(xv.shape) or vv.dtype != xv.dtype:
+            if not isinstance(value, fx.Node) or len(owner.get(x, ())) != 1 or owner[x][0] is not c or vv is None \
+                    or xv is None or tuple(vv.shape) != tuple(xv.shape) or vv.dtype != xv.dtype:
                 return False
         after = set()
         for n in c.ops:  # nothing reads an input after its copy_ (it would see the new value)
