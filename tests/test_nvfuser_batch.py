@@ -158,6 +158,15 @@ def test_an_input_one_update_writes_and_others_read_is_not_batched():
     assert nvfuser_batch.batch_plan(seg) is None
 
 
+def test_stacks_past_the_limit_are_not_batched(monkeypatch):
+    """Two updates of 8 floats stack 2 x (a, x) inputs and 2 written values: 6 x 32 B = 192 B."""
+    seg = _segment(_two_updates, (8,), (8,), (8,), (8,))
+    monkeypatch.setattr(nvfuser_batch, "MAX_STACK_BYTES", 192)
+    assert nvfuser_batch.batch_plan(seg) is not None
+    monkeypatch.setattr(nvfuser_batch, "MAX_STACK_BYTES", 191)
+    assert nvfuser_batch.batch_plan(seg) is None
+
+
 def test_a_read_of_an_input_after_its_copy_is_not_batched():
     """An op after a ``copy_`` that reads the written input itself (not the ``copy_``) sees the new value in
     program order; batched, every read happens before every write."""

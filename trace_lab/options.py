@@ -120,8 +120,8 @@ SCHEMA: tuple[Option, ...] = (
            help="with nvFuser: a fused segment of identical independent elementwise updates that only write its "
                 "inputs (an optimizer's step over many parameters) runs as one definition over the updates' "
                 "inputs stacked along a new dim, and one torch._foreach_copy_ puts the results in place; nvFuser "
-                "runs independent updates as a kernel each. Costs the stacks as the region's workspace. Off: one "
-                "kernel per update."),
+                "runs independent updates as a kernel each. Costs the stacks as the region's workspace (a segment "
+                "whose stacks would pass 1 GiB runs unbatched). Off: one kernel per update."),
     Option("sort_waits", bool, True, stage="passes", surfaces=_COMPILE | {"widget"}, label="sort waits",
            word="wait sorting",
            help="move each collective's wait next to its first consumer; off: keep it right after the collective."),

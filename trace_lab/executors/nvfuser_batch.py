@@ -17,7 +17,8 @@ is written by none; every output of the segment
 is written over an input. A visible output would be a slice that keeps its whole stack alive, so such segments
 are not batched. All reads happen when the inputs are stacked and all writes at the end, which is the order a
 component's own ops imply. The price: the stacks are the region's workspace (measured as any region's) and each
-update's data crosses memory twice more (stacked in, copied back), a time-for-memory trade.
+update's data crosses memory twice more (stacked in, copied back), a time-for-memory trade, taken only while
+the stacks of a segment stay under :data:`MAX_STACK_BYTES` (1 GiB): larger updates are not host-bound.
 """
 from __future__ import annotations
 
@@ -29,7 +30,11 @@ import torch.fx as fx
 
 from .nvfuser_region import Segment
 
-__all__ = ["BatchGroup", "BatchPlan", "batch_plan", "BatchedRunner"]
+__all__ = ["BatchGroup", "BatchPlan", "batch_plan", "BatchedRunner", "MAX_STACK_BYTES"]
+
+# A segment whose stacks would hold more runs unbatched: its updates are large enough for their kernels, not the
+# host, to set the pace (an optimizer step over a large model's weights), and the stacks would be its size again.
+MAX_STACK_BYTES = 1 << 30
 
 _COPY_ = torch.ops.aten.copy_.default
 _ELEMENTWISE = {torch.ops.aten.copy.default, _COPY_, torch.ops.aten._to_copy.default}
@@ -211,6 +216,17 @@ def _group_segment(members: list, shared: dict, position: dict) -> tuple[Segment
     return Segment(ops, inputs, outputs), feed, empty
 
 
+def _nbytes(n) -> int:
+    v = _val(n)
+    return v.numel() * v.element_size() if v is not None else 0
+
+
+def _stack_bytes(comps: list, shared: dict) -> int:
+    """What the stacks of one call hold at once: every update's stacked inputs and its written values."""
+    return sum(_nbytes(x) for c in comps for x in c.inputs if x not in shared) + \
+        sum(_nbytes(v) for c in comps for v, _ in c.writes)
+
+
 def batch_plan(seg: Segment) -> BatchPlan | None:
     """How to run ``seg`` as one definition per group of identical components, or None where that does not
     hold (module docstring) or gains nothing (no group of two or more)."""
@@ -228,7 +244,7 @@ def batch_plan(seg: Segment) -> BatchPlan | None:
     groups: dict = {}
     for c in comps:
         groups.setdefault(_signature(c, shared), []).append(c)
-    if all(len(m) == 1 for m in groups.values()):
+    if all(len(m) == 1 for m in groups.values()) or _stack_bytes(comps, shared) > MAX_STACK_BYTES:
         return None
     batched = []
     for m in groups.values():
