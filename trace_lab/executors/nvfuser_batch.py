@@ -123,8 +123,8 @@ def _checked(seg: Segment, comps: list) -> bool:
     for c in comps:
         for x in c.inputs:
             owner.setdefault(x, []).append(c)
-    devices = {v.device for v in map(_val, seg.inputs) if v is not None}
-    if len(devices) > 1:
+    vals = [_val(x) for x in seg.inputs]
+    if any(v is None for v in vals) or len({v.device for v in vals}) > 1:  # (a host scalar beside CUDA tensors)
         return False
     for c in comps:
         written = [x for _, x in c.writes]
