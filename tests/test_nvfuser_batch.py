@@ -248,7 +248,7 @@ def test_outputs_written_over_dying_inputs_batch_and_come_back_in_their_buffers(
     assert report.ok and report.predicted_peak() == report.measured_peak() > 0
 
 
-def test_exporting_a_batched_region_names_the_switch(monkeypatch):
+def test_exporting_a_batched_region_names_the_switch():
     from types import SimpleNamespace
 
     from trace_lab.errors import TraceLabError

@@ -439,7 +439,6 @@ class NvFuserExecutor(Executor):
                      **(refusal_details(refused) if refused else {})})
         return program, record, fds
 
-
     def _batched(self, seg: Segment, name: str, notes: list[str]):
         """(BatchedRunner, cache hits, build seconds, compile seconds) where the segment's updates batch
         (:func:`.nvfuser_batch.batch_plan`), else None; a refused batched definition is a note, and the segment
