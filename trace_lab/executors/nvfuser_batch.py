@@ -108,6 +108,8 @@ def _components(seg: Segment) -> list | None:
         if len(shapes) > 1:
             return None
         writes = [(c.args[1], c.args[0]) for c in ops if c.target is _COPY_]
+        mine = set(ops)
+        writes += [(o, x) for o, x in seg.in_place.items() if o in mine]  # outputs written over inputs
         out.append(_Component(ops, reads, writes, shapes.pop() if shapes else ()))
     return out
 
@@ -116,9 +118,6 @@ def _checked(seg: Segment, comps: list) -> bool:
     """Whether batching ``comps`` keeps the segment's meaning (module docstring)."""
     if any(o not in seg.in_place for o in seg.outputs) or not all(_elementwise(n) for n in seg.ops):
         return False
-    comp_of = {n: c for c in comps for n in c.ops}
-    for o, x in seg.in_place.items():  # (every segment output is one of these)
-        comp_of[o].writes.append((o, x))
     owner: dict = {}
     for c in comps:
         for x in c.inputs:
