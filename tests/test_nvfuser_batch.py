@@ -225,10 +225,11 @@ def test_a_shared_input_is_handed_over_as_it_is_and_the_result_matches_eager(mon
     assert sorted(kind for kind, _, _ in batched[0].groups[0].inputs) == ["shared", "shared", "stack"]
 
 
-def test_outputs_written_over_dying_inputs_batch_and_come_back_in_their_buffers(monkeypatch):
-    """Two identical elementwise tails over two matmul results that die in the region: each output is written over
-    its input (donate_inplace), so the batched runner copies each member's result into that input and returns it;
-    the outputs equal eager's and the peak is as predicted."""
+def test_paths_that_update_no_input_are_not_batched(monkeypatch):
+    """Notebook 01's shape: identical independent paths whose outputs are written over dying intermediates
+    (donate_inplace) and that write no program input. They are not updates (the program reads their outputs);
+    stacked, they would add their size again to the peak, so every segment runs unbatched, the outputs equal
+    eager's, and the predicted peak is measured."""
     cpu_nvfuser(monkeypatch)
     plans = []
     real_plan = nvfuser_batch.batch_plan
@@ -242,8 +243,7 @@ def test_outputs_written_over_dying_inputs_batch_and_come_back_in_their_buffers(
     got = trace_lab.jit(f, fusion="horizontal", executor="nvfuser")(*args)
     for x, y in zip(got, f(*args), strict=True):
         torch.testing.assert_close(x, y)
-    (plan,) = [p for p in plans if p is not None]
-    assert [g.n for g in plan.groups] == [2] and [shape for _, shape in plan.returned] == [None, None]
+    assert plans and all(p is None for p in plans), plans
     report = trace_lab.inspect(f, *args, fusion="horizontal", executor="nvfuser", runs=1)
     assert report.ok and report.predicted_peak() == report.measured_peak() > 0
 

@@ -7,16 +7,19 @@ fall into connected components (ops joined by the values they pass; inputs do no
 one structure (same ops, wiring, constants, shapes and dtypes, the same shared inputs) form a group, and a group
 runs as one definition over its members' inputs stacked along a new leading dim: ``[N, *S]`` for a value of the
 component's shape ``S``, ``[N, 1, ...]`` for a 0-d one, so the component's elementwise ops broadcast as before.
-Its outputs are every value the segment writes (``copy_``\\ s, outputs written over inputs), fresh, and one
-``torch._foreach_copy_`` per call puts each member's slice in place.
+Its outputs are the values the segment's ``copy_``\\ s write, fresh, and one ``torch._foreach_copy_`` per call
+puts each member's slice in place.
 
 Only where that is exact and cheap to prove: every op elementwise (aten's ``pointwise`` tag, ``prims.fma``, the
 copies, a dtype cast) on tensors of the component's one shape or 0-d; an input written is read by its own
 component only, never after its ``copy_``; an input several components read (shared: handed over as it is, dense)
-is written by none; every output of the segment
-is written over an input. A visible output would be a slice that keeps its whole stack alive, so such segments
-are not batched. All reads happen when the inputs are stacked and all writes at the end, which is the order a
-component's own ops imply. The price: the stacks are the region's workspace (measured as any region's) and each
+is written by none. Every component is an *update*: it writes a program input through ``copy_`` (an
+optimizer's parameters and state), and the segment has no outputs. A visible output would be a slice that keeps
+its whole stack alive; independent forward paths whose outputs are written over dying intermediates (notebook
+01's ten paths) would add their size again to the peak the notebook teaches (horizontal fusion's 11 matrices,
+torch.compile's figure, became 30 on the GPU check at 249a3d7, when such outputs were batched too). Both stay
+unbatched. All reads happen when the inputs are stacked and all writes at the end,
+which is the order a component's own ops imply. The price: the stacks are the region's workspace (measured as any region's) and each
 update's data crosses memory twice more (stacked in, copied back), a time-for-memory trade, taken only while
 the stacks of a segment stay under :data:`MAX_STACK_BYTES` (1 GiB): larger updates are not host-bound.
 """
@@ -58,7 +61,7 @@ def _elementwise(n: fx.Node) -> bool:
 class _Component:
     ops: list          # in segment order
     inputs: list       # the segment inputs it reads, in order of first read
-    writes: list       # (value node, input it is written into), copy_s in op order, then in-place outputs
+    writes: list       # (value node, input it is written into) of its copy_s, in op order
     shape: tuple
 
 
@@ -77,7 +80,6 @@ class BatchGroup:
 @dataclass
 class BatchPlan:
     groups: list
-    returned: list  # per segment output: (the segment input it is written over, view shape or None)
 
     @property
     def updates(self) -> int:
@@ -108,15 +110,13 @@ def _components(seg: Segment) -> list | None:
         if len(shapes) > 1:
             return None
         writes = [(c.args[1], c.args[0]) for c in ops if c.target is _COPY_]
-        mine = set(ops)
-        writes += [(o, x) for o, x in seg.in_place.items() if o in mine]  # outputs written over inputs
         out.append(_Component(ops, reads, writes, shapes.pop() if shapes else ()))
     return out
 
 
 def _checked(seg: Segment, comps: list) -> bool:
     """Whether batching ``comps`` keeps the segment's meaning (module docstring)."""
-    if any(o not in seg.in_place for o in seg.outputs) or not all(_elementwise(n) for n in seg.ops):
+    if not all(_elementwise(n) for n in seg.ops):
         return False
     owner: dict = {}
     for c in comps:
@@ -229,7 +229,7 @@ def _stack_bytes(comps: list, shared: dict) -> int:
 def batch_plan(seg: Segment) -> BatchPlan | None:
     """How to run ``seg`` as one definition per group of identical components, or None where that does not
     hold (module docstring) or gains nothing (no group of two or more)."""
-    if not seg.ops or (not seg.copies and not seg.in_place):
+    if not seg.ops or not seg.copies or seg.outputs:  # (a segment with copy_s has no in-place outputs)
         return None
     comps = _components(seg)
     if comps is None or len(comps) < 2 or not _checked(seg, comps):
@@ -249,18 +249,13 @@ def batch_plan(seg: Segment) -> BatchPlan | None:
     for m in groups.values():
         g_seg, feed, empty = _group_segment(m, shared, position)
         batched.append(BatchGroup(g_seg, len(m), feed, empty))
-    returned = []
-    for o in seg.outputs:
-        x = seg.in_place[o]
-        shape = tuple(_val(o).shape)
-        returned.append((position[x], None if shape == tuple(_val(x).shape) else shape))
-    return BatchPlan(batched, returned)
+    return BatchPlan(batched)
 
 
 class BatchedRunner:
     """Runs a batched segment (:func:`batch_plan`): per group, stack the members' inputs, execute its
     definition; then one ``torch._foreach_copy_`` writes every member's slices into place. Returns the segment's
-    outputs (each the input it is written over)."""
+    outputs: none (:func:`batch_plan` batches segments without)."""
 
     def __init__(self, plan: BatchPlan, definitions: list):
         self.plan = plan
@@ -282,4 +277,4 @@ class BatchedRunner:
                 dests.extend([ins[i] for i in into])
                 srcs.extend(res[k].view(view).unbind(0))
         foreach_copy(dests, srcs)
-        return [ins[i] if view is None else ins[i].view(view) for i, view in self.plan.returned]
+        return []
