@@ -261,3 +261,39 @@ def test_exporting_a_batched_region_names_the_switch():
     with pytest.raises(TraceLabError, match=r"fusion0 runs 2 updates batched into 1 stacked definition\(s\); not "
                                             r"written\. Export it with jit\(\.\.\., batch_updates=False\)"):
         nvfuser_call_text(compiled, "fusion0")
+
+
+def test_auto_fusion_picks_horizontal_for_a_program_of_batched_updates(monkeypatch):
+    """``fusion="auto"`` where it would pick dataflow (CUDA; here the CPU, through the stand-in, with the CPU's
+    choice set to dataflow) picks horizontal for Adam.step, whose whole program is identical updates nvFuser
+    batches, and says why; the step equals eager's. With ``batch_updates=False`` it stays dataflow, and a
+    forward with an output (not only updates) stays dataflow too."""
+    from trace_lab.run import jit as jit_module
+
+    cpu_nvfuser(monkeypatch)
+    monkeypatch.setitem(jit_module.AUTO_FUSION, "cpu", "dataflow")
+    for batch, want in ((True, "horizontal"), (False, "dataflow")):
+        opt, ref = _adam(SHAPES), _adam(SHAPES)
+        jfn = trace_lab.jit(opt.step, executor="nvfuser", batch_updates=batch)
+        for _ in range(2):
+            jfn()
+            ref.step()
+        for got, expected in zip(_state(opt), _state(ref), strict=True):
+            torch.testing.assert_close(got, expected)
+        (record,) = jfn.compilations()
+        assert record.fusion == want, record.reasons
+        if batch:
+            assert "the program is 5 identical independent updates of its inputs" in record.reasons[1], record.reasons
+            assert "as 2 batched definitions" in record.reasons[1], record.reasons
+            # what the reason promised is what compiling did
+            assert any("5 identical updates run as 2 batched definitions" in n for n in record.all_notes())
+
+    def f(a, b, x, y):
+        a.copy_(a * 2 + x)
+        b.copy_(b * 2 + y)
+        return a + b
+
+    args = [torch.randn(8) for _ in range(4)]
+    jfn = trace_lab.jit(f, executor="nvfuser")
+    jfn(*args)
+    assert [r.fusion for r in jfn.compilations()] == ["dataflow"]

@@ -375,5 +375,22 @@ def test_batched_updates_on_cuda_match_eager_and_launch_fewer_kernels():
                for n in r.all_notes())
 
 
+def test_default_options_run_adam_as_batched_updates_on_cuda():
+    """``fusion="auto"`` on CUDA with nvFuser: Adam.step's program is only identical updates, so auto picks
+    horizontal regions (run/jit.py resolve_fusion) and the updates run batched; two steps equal eager's."""
+    opt, ref = _adam_two_shapes(), _adam_two_shapes()
+    jfn = jit(opt.step)
+    for _ in range(2):
+        jfn()
+        ref.step()
+    for got, want in zip(_state(opt), _state(ref), strict=True):
+        torch.testing.assert_close(got.to(want.device), want)
+    (record,) = jfn.compilations()
+    assert record.executor == "nvfuser" and record.fusion == "horizontal", record.reasons
+    assert "the program is 10 identical independent updates of its inputs" in record.reasons[1], record.reasons
+    assert any("10 identical updates run as 2 batched definitions" in n for n in record.all_notes()), \
+        record.all_notes()
+
+
 def _state(opt):
     return [t.detach().clone() for g in opt.param_groups for p in g["params"] for t in (p, *opt.state[p].values())]

@@ -81,8 +81,9 @@ SCHEMA: tuple[Option, ...] = (
            help="fusion strategy: none (one kernel per op), dataflow (producer/consumer chains), horizontal "
                 "(Thunder's greedy grouping; raises peak memory), memory (fuse only where the predicted peak does "
                 "not rise), layers (regional compilation: each repeated layer one region, its matmuls included, "
-                "compiled once; Inductor, eager or nvFuser; auto picks Inductor), auto (dataflow on CUDA, none on CPU: the choice that is not slower than eager "
-                "PyTorch). Default: auto."),
+                "compiled once; Inductor, eager or nvFuser; auto picks Inductor), auto (dataflow on CUDA, or horizontal "
+                "where nvFuser batches the whole program's updates: an optimizer step; none on CPU: the choice that "
+                "is not slower than eager PyTorch). Default: auto."),
     Option("executor", str, "auto", stage="executor", surfaces=_COMPILE | {"widget"},
            choices=("auto", "eager", "inductor", "nvfuser"), flag_default=None,
            help="how fused regions run: auto (nvFuser on CUDA when importable, else Inductor), nvfuser, inductor, "
@@ -121,7 +122,8 @@ SCHEMA: tuple[Option, ...] = (
                 "inputs (an optimizer's step over many parameters) runs as one definition over the updates' "
                 "inputs stacked along a new dim, and one torch._foreach_copy_ puts the results in place; nvFuser "
                 "runs independent updates as a kernel each. Costs the stacks as the region's workspace (a segment "
-                "whose stacks would pass 1 GiB runs unbatched). Off: one kernel per update."),
+                "whose stacks would pass 1 GiB runs unbatched). With fusion auto, a program that is only such updates gets "
+                "horizontal regions. Off: one kernel per update."),
     Option("sort_waits", bool, True, stage="passes", surfaces=_COMPILE | {"widget"}, label="sort waits",
            word="wait sorting",
            help="move each collective's wait next to its first consumer; off: keep it right after the collective."),

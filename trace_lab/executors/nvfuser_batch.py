@@ -26,14 +26,14 @@ the stacks of a segment stay under :data:`MAX_STACK_BYTES` (1 GiB): larger updat
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.fx as fx
 
-from .nvfuser_region import Segment
+from .nvfuser_region import Segment, split_region
 
-__all__ = ["BatchGroup", "BatchPlan", "batch_plan", "BatchedRunner", "MAX_STACK_BYTES"]
+__all__ = ["BatchGroup", "BatchPlan", "batch_plan", "batched_update_program", "BatchedRunner", "MAX_STACK_BYTES"]
 
 # A segment whose stacks would hold more runs unbatched: its updates are large enough for their kernels, not the
 # host, to set the pace (an optimizer step over a large model's weights), and the stacks would be its size again.
@@ -226,9 +226,8 @@ def _stack_bytes(comps: list, shared: dict) -> int:
         sum(_nbytes(v) for c in comps for v, _ in c.writes)
 
 
-def batch_plan(seg: Segment) -> BatchPlan | None:
-    """How to run ``seg`` as one definition per group of identical components, or None where that does not
-    hold (module docstring) or gains nothing (no group of two or more)."""
+def _groups(seg: Segment) -> tuple[list, dict] | None:
+    """(the groups of identical components, the shared inputs by position) where ``seg`` batches, else None."""
     if not seg.ops or not seg.copies or seg.outputs:  # (a segment with copy_s has no in-place outputs)
         return None
     comps = _components(seg)
@@ -245,11 +244,38 @@ def batch_plan(seg: Segment) -> BatchPlan | None:
         groups.setdefault(_signature(c, shared), []).append(c)
     if all(len(m) == 1 for m in groups.values()) or _stack_bytes(comps, shared) > MAX_STACK_BYTES:
         return None
+    return list(groups.values()), shared
+
+
+def batch_plan(seg: Segment) -> BatchPlan | None:
+    """How to run ``seg`` as one definition per group of identical components, or None where that does not
+    hold (module docstring) or gains nothing (no group of two or more)."""
+    found = _groups(seg)
+    if found is None:
+        return None
+    groups, shared = found
+    position = {x: i for i, x in enumerate(seg.inputs)}
     batched = []
-    for m in groups.values():
+    for m in groups:
         g_seg, feed, empty = _group_segment(m, shared, position)
         batched.append(BatchGroup(g_seg, len(m), feed, empty))
     return BatchPlan(batched)
+
+
+def batched_update_program(gm: fx.GraphModule) -> tuple[int, int]:
+    """(updates, groups) where the whole program ``gm`` is one segment of updates that batch (an optimizer
+    step: every op fusible and elementwise, every result written into an input, identical updates, stacks
+    under the limit), else (0, 0). ``fusion="auto"`` asks it to pick horizontal regions for such a program
+    (run/jit.py): dataflow keeps each update a region of its own, one definition call each."""
+    steps, _ = split_region(gm)
+    if len(steps) != 1 or steps[0][0] != "fuse":
+        return 0, 0
+    seg = steps[0][1]
+    # a factory op (Adam's 0-d ``full`` per parameter) reaches the regions as an input: constant folding
+    made = [n for n in seg.ops if not n.all_input_nodes]
+    seg = replace(seg, ops=[n for n in seg.ops if n not in made], inputs=made + seg.inputs)
+    found = _groups(seg)
+    return (sum(len(m) for m in found[0]), len(found[0])) if found else (0, 0)
 
 
 class BatchedRunner:
