@@ -69,7 +69,8 @@ def compile_progress(callback):
 # fusion="auto" (the default): what runs no slower than eager PyTorch on each device, measured on an
 # H100 (benchmarks/BENCHMARKS.md): on CUDA, unfused programs are host-bound (one launch per decomposed
 # op: 1.6x eager's step for an 8-layer llama) and dataflow regions are not (1.0x with nvFuser, 0.8x with
-# Inductor); on CPU, fusing means compiling C++ per region, so the default stays unfused there.
+# Inductor); on CPU, fusing means compiling C++ per region, so the default stays unfused there. One exception
+# (resolve_fusion): a program of identical updates that nvFuser batches gets horizontal regions.
 AUTO_FUSION = {"cuda": "dataflow"}
 
 
