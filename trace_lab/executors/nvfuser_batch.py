@@ -18,10 +18,11 @@ optimizer's parameters and state), and the segment has no outputs. A visible out
 its whole stack alive; independent forward paths whose outputs are written over dying intermediates (notebook
 01's ten paths) would add their size again to the peak the notebook teaches (horizontal fusion's 11 matrices,
 torch.compile's figure, became 30 on the GPU check at 249a3d7, when such outputs were batched too). Both stay
-unbatched. All reads happen when the inputs are stacked and all writes at the end,
-which is the order a component's own ops imply. The price: the stacks are the region's workspace (measured as any region's) and each
-update's data crosses memory twice more (stacked in, copied back), a time-for-memory trade, taken only while
-the stacks of a segment stay under :data:`MAX_STACK_BYTES` (1 GiB): larger updates are not host-bound.
+unbatched. All reads happen when the inputs are stacked and all writes at the end, which is the order a
+component's own ops imply. The price: the stacks are the region's workspace (measured as any region's) and
+each update's data crosses memory twice more (stacked in, copied back), a time-for-memory trade, taken only
+while the stacks of a segment stay under :data:`MAX_STACK_BYTES` (1 GiB): larger updates are not host-bound.
+:func:`batched_update_program` asks the same of a whole captured program, for ``fusion="auto"``.
 """
 from __future__ import annotations
 
