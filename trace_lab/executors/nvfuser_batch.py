@@ -268,6 +268,10 @@ def batched_update_program(gm: fx.GraphModule) -> tuple[int, int]:
     step: every op fusible and elementwise, every result written into an input, identical updates, stacks
     under the limit), else (0, 0). ``fusion="auto"`` asks it to pick horizontal regions for such a program
     (run/jit.py): dataflow keeps each update a region of its own, one definition call each."""
+    nodes = gm.graph.nodes
+    output = next(n for n in reversed(nodes) if n.op == "output")
+    if output.all_input_nodes or not any(n.target is _COPY_ for n in nodes):
+        return 0, 0  # (cheap first: a program that returns values, a training step's forward, is not updates)
     steps, _ = split_region(gm)
     if len(steps) != 1 or steps[0][0] != "fuse":
         return 0, 0
