@@ -140,3 +140,26 @@ def test_the_warm_up_runs_the_calls_own_ops_untimed_then_shifts_the_profilers_bl
     monkeypatch.setattr(LP, "_warm_up", lambda devices, call, pad=0: (pads.append(pad), real(devices, call, pad)))
     trace_lab.profile_lines(jfn, *args, repeat=3)
     assert pads == [0, LP.PAD_RANGES, 2 * LP.PAD_RANGES]
+
+
+def test_profiling_lines_leaves_no_profiler_noise_on_stderr_and_keeps_other_messages(capfd):
+    """Notebook 06 (torch 2.13): kineto writes 'USDT:... profiler_start' and '... profiler_stop' to fd 2 for every
+    profiler session, which a notebook shows as a pink stderr box under the cell. ``profile_lines`` runs its
+    session inside ``profiler_stderr()``: the noise is dropped, and a native message that is not the profiler's
+    still reaches fd 2 (delayed, not lost)."""
+    import os
+
+    from trace_lab.runtime import measure
+
+    jfn = trace_lab.jit(lambda x: torch.sin(x) * 2, fusion="none", executor="eager")
+    x = torch.randn(8)
+    jfn(x)
+    capfd.readouterr()
+    trace_lab.profile_lines(jfn, x)
+    measure._flush_c_streams()
+    err = capfd.readouterr().err
+    assert "profiler_start" not in err and "profiler_stop" not in err and "USDT" not in err, err
+    with measure.profiler_stderr():
+        os.write(2, b"USDT:2026-11-29 0:0 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"a program's own native message\n")
+    assert capfd.readouterr().err == "a program's own native message\n"

@@ -67,7 +67,11 @@ def execute(path: Path, workdir: Path):
     # the checkout first, then the caller's PYTHONPATH (on the GPU machine it carries ipykernel and nvFuser)
     pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env = dict(os.environ, PYTHONPATH=pythonpath, TRACE_LAB_EXECUTOR=NOTEBOOK_EXECUTOR, PYTHONUNBUFFERED="1")
+    # ipykernel leaves fd 1 and 2 alone where PYTEST_CURRENT_TEST is set, so native writes (kineto's 'USDT:...'
+    # lines) would never reach a cell here as they do for a student: the kernel runs without it
+    env.pop("PYTEST_CURRENT_TEST", None)
     old = dict(os.environ)
+    os.environ.clear()
     os.environ.update(env)  # the kernel inherits this process's environment
     try:
         execute_notebook(nb, workdir, 240)  # as `dev.py lab --headless` executes them

@@ -99,6 +99,11 @@ def check_executed_notebook(nb, size: int, name: str) -> None:
     # no widget state is saved, so an nbconvert export shows the static report (issue 18 item 3)
     assert "application/vnd.jupyter.widget-state+json" not in nb.metadata.get("widgets", {})
     assert not any(out.get("output_type") == "error" for c in nb.cells for out in c.get("outputs", []))
+    # nothing on a cell's stderr: a pink box a student reads as an error (torch 2.13's kineto wrote 'USDT:...
+    # profiler_start' lines under notebook 06's profile_lines cells; the browser run checks the same, full tier)
+    stderr = [(c.source.splitlines()[0], "".join(out.get("text", ""))[:300]) for c in nb.cells
+              for out in c.get("outputs", []) if out.get("output_type") == "stream" and out.get("name") == "stderr"]
+    assert not stderr, f"{name}: cells wrote to stderr: {stderr[:3]}"
 
 
 def notebook_device(nb) -> str:

@@ -33,6 +33,7 @@ import torch
 from ..capture.session import program_parts
 from ..errors import TraceLabError
 from ..runtime.codegen import line_label
+from ..runtime.measure import profiler_stderr
 
 __all__ = ["profile_lines", "LineProfile", "LineTime", "line_cost"]
 
@@ -248,7 +249,8 @@ def _profile_one_call(jfn, args, kwargs, loss, pad: int = 0) -> LineProfile:
     cuda = bool(cuda_devices)
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
     try:
-        with torch.profiler.profile(activities=activities) as prof:
+        # kineto's USDT lines on fd 2 (torch 2.13: one per profiler start and stop) are not the cell's output
+        with profiler_stderr(), torch.profiler.profile(activities=activities) as prof:
             _warm_up(cuda_devices, lambda: _call(jfn, args, kwargs, loss), pad)  # the fast runs: no line ranges
             for compiled, _, twin in twins:
                 compiled.run = twin
