@@ -58,6 +58,7 @@ def jupyter_server(app: str, work: Path, *extra: str):
     port, token = free_port(), secrets.token_hex(16)
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRACE_LAB_EXECUTOR="eager", JUPYTER_RUNTIME_DIR=str(work / ".rt"),
                JUPYTERLAB_WORKSPACES_DIR=str(work / ".ws"), JUPYTERLAB_SETTINGS_DIR=str(work / ".settings"))
+    env.pop("PYTEST_CURRENT_TEST", None)  # else ipykernel captures no native output (a student's kernel does)
     log_path = work / f"jupyter-{app}.log"
     log = open(log_path, "w")
     server = subprocess.Popen(

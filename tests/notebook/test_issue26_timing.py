@@ -125,6 +125,7 @@ def executed(tmp_path_factory):
 
     env = dict(os.environ, TRACE_LAB_EXECUTOR="eager", PYTHONUNBUFFERED="1")
     env.pop("OMP_WAIT_POLICY", None)  # torch's default: its threads spin at barriers
+    env.pop("PYTEST_CURRENT_TEST", None)  # else ipykernel captures no native output (kineto's USDT lines)
     old = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
