@@ -521,11 +521,11 @@ def run_one(cfg: dict) -> dict:
         res["placement"]["cpu_after"] = current_cpu()
         if bench == "memory":  # the peak of a call whose result is dropped: what eager's reference keeps counts
             res["peak_mib"] = dev.peak_mib(timed_step)
-        elif bench == "llama":
+        elif bench in ("llama", "adam"):  # adam: what a step allocates on top of its state (batched stacks)
             res["peak_mib"] = dev.peak_mib(timed_step)
         else:
             res["peak_mib"] = None
-        res["_steps"] = 1 + warmup + iters + (1 if bench == "llama" else 0)
+        res["_steps"] = 1 + warmup + iters + (1 if bench in ("llama", "adam") else 0)
         _check(res, last_step(), eager_last(), "last")
     res.pop("_steps")
     times = device if device is not None else host
