@@ -27,12 +27,13 @@ while the stacks of a segment stay under :data:`MAX_STACK_BYTES` (1 GiB): larger
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 import torch.fx as fx
 
-from .nvfuser_region import Segment, split_region
+from .nvfuser_ops import fusible_reason
+from .nvfuser_region import Segment
 
 __all__ = ["BatchGroup", "BatchPlan", "batch_plan", "batched_update_program", "BatchedRunner", "MAX_STACK_BYTES"]
 
@@ -263,23 +264,24 @@ def batch_plan(seg: Segment) -> BatchPlan | None:
     return BatchPlan(batched)
 
 
-def batched_update_program(gm: fx.GraphModule) -> tuple[int, int]:
+def batched_update_program(gm: fx.GraphModule, constants: frozenset | set = frozenset()) -> tuple[int, int]:
     """(updates, groups) where the whole program ``gm`` is one segment of updates that batch (an optimizer
     step: every op fusible and elementwise, every result written into an input, identical updates, stacks
-    under the limit), else (0, 0). ``fusion="auto"`` asks it to pick horizontal regions for such a program
-    (run/jit.py): dataflow keeps each update a region of its own, one definition call each."""
+    under the limit), else (0, 0). ``constants``: the nodes constant folding computes ahead (its ``foldable``),
+    which reach the regions as inputs (Adam's 0-d ``full`` per parameter, and lerp's ``abs(w) >= 0.5`` of it).
+    ``fusion="auto"`` asks it to pick horizontal regions for such a program (run/jit.py): dataflow keeps each
+    update a region of its own, one definition call each."""
     nodes = gm.graph.nodes
     output = next(n for n in reversed(nodes) if n.op == "output")
     if output.all_input_nodes or not any(n.target is _COPY_ for n in nodes):
         return 0, 0  # (cheap first: a program that returns values, a training step's forward, is not updates)
-    steps, _ = split_region(gm)
-    if len(steps) != 1 or steps[0][0] != "fuse":
+    ops = [n for n in nodes if n.op == "call_function" and n not in constants]
+    # fusible as the executor splits (NvFuserExecutor's default: integer and bool results stay in torch)
+    if any(fusible_reason(n, index_math=False) is not None for n in ops):
         return 0, 0
-    seg = steps[0][1]
-    # a factory op (Adam's 0-d ``full`` per parameter) reaches the regions as an input: constant folding
-    made = [n for n in seg.ops if not n.all_input_nodes]
-    seg = replace(seg, ops=[n for n in seg.ops if n not in made], inputs=made + seg.inputs)
-    found = _groups(seg)
+    inside = set(ops)
+    inputs = list(dict.fromkeys(a for n in ops for a in n.all_input_nodes if a not in inside))
+    found = _groups(Segment(ops, inputs, [], [n for n in ops if n.target is _COPY_]))
     return (sum(len(m) for m in found[0]), len(found[0])) if found else (0, 0)
 
 

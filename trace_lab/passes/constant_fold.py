@@ -24,7 +24,7 @@ from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from ..ir.trace import Trace
 
-__all__ = ["fold_constants", "MAX_NUMEL"]
+__all__ = ["fold_constants", "foldable", "MAX_NUMEL"]
 
 MAX_NUMEL = 1  # scalars: a folded constant is held for the program's lifetime, so only tiny ones fold
 # allocations whose values are undefined: nothing to compute once
@@ -67,6 +67,12 @@ def _plan(graph: fx.Graph) -> list[fx.Node]:
             folded.add(n)
             order.append(n)
     return order
+
+
+def foldable(graph: fx.Graph) -> set[fx.Node]:
+    """The nodes :func:`fold_constants` would compute ahead (planned; one that fails to run then stays): what a
+    caller deciding on the program before its passes should read as constants (``fusion="auto"``)."""
+    return set(_plan(graph))
 
 
 def _evaluate(order: list[fx.Node]) -> dict[fx.Node, torch.Tensor]:

@@ -352,8 +352,9 @@ def resolve_fusion(name: str, device: torch.device, updates_of=None) -> tuple[st
     chosen = AUTO_FUSION.get(device.type, "none")
     if chosen == "dataflow" and updates_of is not None:
         from ..executors.nvfuser_batch import batched_update_program
+        from ..passes.constant_fold import foldable
 
-        updates, groups = batched_update_program(updates_of)
+        updates, groups = batched_update_program(updates_of, foldable(updates_of.graph))
         if updates:
             return "horizontal", (f"fusion auto: horizontal on {device.type} (the program is {updates} identical "
                                   f"independent updates of its inputs, as an optimizer step is: nvFuser runs them "
