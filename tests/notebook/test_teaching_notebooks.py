@@ -311,6 +311,12 @@ def check_copy_heavy_adam(nb):
     else:  # the compiled figure the prose gives for this executor (Inductor on a CPU, nvFuser on a GPU)
         assert _bytes(rows["adam-memory"]) < 1.25 * UNITS["MiB"]
         quotes(prose, f"{rows['adam-memory']} with {'Inductor' if executor == 'inductor' else 'nvFuser'}")
+    # the warning the prose explains: Adam's, after Dynamo's capture made the real optimizer capturable (CUDA only),
+    # on the second trace's Report with the line that raised it, not on the cell's stderr (check_executed_notebook)
+    capturable = re.search(r"warning: UserWarning raised at torch/optim/adam\.py:\d+: This instance was constructed "
+                           r"with capturable=True", _summary(_code(nb, "--name adam-memory")))
+    assert bool(capturable) == (notebook_device(nb) == "cuda"), _summary(_code(nb, "--name adam-memory"))[-600:]
+    quotes(prose, "lists a warning from `torch/optim/adam.py` about `capturable=True`")
 
 
 def check_checkpointing(nb):

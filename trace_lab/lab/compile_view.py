@@ -24,6 +24,7 @@ import torch
 from ..analysis.handover import owned_backward_inputs
 from ..capture.inductor_program import InductorCapture, caches_off, kernel_units
 from ..errors import TraceLabError
+from ..run.python_warnings import kept_on_report
 from ..ir.printer import format_bytes
 from .inductor_reuse import planned_reuse_warnings, with_inplace_reuse
 from ..ir.trace import Trace, is_getitem
@@ -70,6 +71,7 @@ def _compile_error(label: str, e: BaseException) -> TraceLabError:
     return TraceLabError(f"from_compile: torch.compile failed on {label}: {type(inner).__name__}: {first}")
 
 
+@kept_on_report
 def from_compile(fn, *args, name: str | None = None, check: bool = True, loss=None, **kwargs) -> Report:
     """The lab's Report of the program torch.compile runs for ``fn(*args, **kwargs)`` (module docstring).
 

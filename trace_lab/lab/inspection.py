@@ -27,6 +27,7 @@ from ..run import compare
 from ..run.loss import default_loss, default_loss_copies_gradient
 from ..errors import nothing_captured
 from ..run.jit import JitFunction
+from ..run.python_warnings import kept_on_report
 from ..options import OPTIONS, Options, check_option, names, with_signature
 from ..runtime.measure import (OtherLoad, measure_peak, median, profiler_stderr, synchronize, time_host_device,
                                undisturbed)
@@ -43,6 +44,7 @@ def _device_of(fn, args) -> torch.device:
 
 
 @with_signature
+@kept_on_report
 def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **options):
     """Compile ``fn``, run ``fn(*args, **kwargs)`` (and its backward), check it against eager, measure it.
 

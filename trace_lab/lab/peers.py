@@ -23,6 +23,7 @@ import torch
 from ..errors import TraceLabError
 from ..runtime.measure import measure_peak, median, synchronize, time_host_device
 from ..run import compare
+from ..run.python_warnings import kept_on_report
 
 __all__ = ["PEERS", "parse_peers", "run_peer"]
 
@@ -49,6 +50,7 @@ def _device(fn, args) -> torch.device:
     return _device_of(fn, args)
 
 
+@kept_on_report
 def run_peer(fn, args, peer: str, *, runs: int, name: str, loss=None, backward=None):
     """A Report of ``fn(*args)`` (and its backward) run as ``peer`` would run it (module docstring)."""
     from ..report.report import Report

@@ -23,6 +23,7 @@ import torch
 from ..analysis.op_scratch import OpScratch
 from ..capture.thunder import ThunderTrace, del_agreement, from_thunder_trace, thunder_stage_name
 from ..runtime.op_scratch import measure_op_scratch
+from ..run.python_warnings import kept_on_report
 from ..ir.printer import format_bytes
 from ..report.report import Report, part_summary
 from ..run.compilation import CompilationRecord
@@ -61,6 +62,7 @@ def _is_trace(obj) -> bool:
     return hasattr(obj, "bound_symbols")
 
 
+@kept_on_report
 def from_thunder(jfn_or_trace, *args, name: str | None = None, check: bool = True, **kwargs) -> Report:
     """The lab's Report of a Thunder-jitted function's last traces (module docstring).
 

@@ -1,0 +1,66 @@
+"""Python warnings raised while the lab runs a cell are listed on its Report, once, not printed under the cell
+(run/python_warnings.py): the GPU check saw Inductor's TF32 hint and Adam's capturable notice as stderr boxes."""
+import threading
+import warnings
+
+import pytest
+import torch
+
+import trace_lab
+from trace_lab.run.python_warnings import kept_on_report
+
+
+def _warns(x):
+    warnings.warn("the cell's own warning", UserWarning)
+    return torch.relu(x) * 2
+
+
+def _report_of(fn, x):
+    return trace_lab.inspect(fn, x, runs=1, fusion="dataflow", executor="eager")
+
+
+def test_a_warning_of_the_cell_is_on_its_report_once_and_not_printed():
+    x = torch.randn(8, requires_grad=True)
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        rep = _report_of(_warns, x)
+    assert rep.comparison is not None and rep.comparison["ok"]
+    mine = [w for w in rep.warnings if "the cell's own warning" in w]
+    assert len(mine) == 1, rep.warnings
+    assert mine[0].startswith("UserWarning raised at ") and "test_python_warnings.py:" in mine[0], mine
+    assert not [w for w in outside if "the cell's own warning" in str(w.message)]
+    assert "the cell's own warning" in str(rep)
+
+
+def test_an_ignored_warning_stays_ignored():
+    x = torch.randn(8, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="the cell's own warning")
+        rep = _report_of(_warns, x)
+    assert not [w for w in rep.warnings if "the cell's own warning" in w], rep.warnings
+
+
+class _Rep:
+    def __init__(self):
+        self.warnings = ["earlier"]
+
+
+def test_warnings_of_other_threads_are_kept_and_a_failed_run_shows_them():
+    @kept_on_report
+    def run(fail):
+        t = threading.Thread(target=lambda: warnings.warn("from a compile thread", RuntimeWarning))
+        t.start()
+        t.join()
+        if fail:
+            raise ValueError("the run failed")
+        return _Rep()
+
+    rep = run(False)
+    assert rep.warnings[0] == "earlier"
+    assert len(rep.warnings) == 2 and rep.warnings[1].startswith("RuntimeWarning raised at ")
+    assert rep.warnings[1].endswith(": from a compile thread")
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="the run failed"):
+            run(True)
+    assert [str(w.message) for w in outside] == ["from a compile thread"]
