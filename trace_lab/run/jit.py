@@ -345,8 +345,8 @@ def resolve_fusion(name: str, device: torch.device, updates_of=None) -> tuple[st
     dataflow and the whole program is identical updates that batch (an optimizer step:
     :func:`..executors.nvfuser_batch.batched_update_program`), auto picks horizontal: dataflow leaves each
     update a region of its own (Adam.step over 200 parameters: 199 definition calls a step, 10.4 ms on an
-    H200), horizontal regions run them as one batched definition per group (2.1-2.7 ms; BENCHMARKS.md,
-    session 41)."""
+    H200), horizontal regions run them as one batched definition per group (2.32 ms, median of 3; BENCHMARKS.md,
+    session 42), at the price of the stacks (350 MiB for that step)."""
     if name != "auto":
         return name, f"requested fusion={name}"
     chosen = AUTO_FUSION.get(device.type, "none")
