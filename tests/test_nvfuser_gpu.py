@@ -375,6 +375,48 @@ def test_batched_updates_on_cuda_match_eager_and_launch_fewer_kernels():
                for n in r.all_notes())
 
 
+def test_predict_prices_batched_stacks_as_the_device_measures_them():
+    """predict (run/predict.py) prices a horizontal region's batched updates by their stacks before anything
+    compiles (nvfuser_batch.stack_workspace); a real run measures the region's workspace on the device. Adam over
+    ten parameters of two shapes (two groups, whose results wait for one copy at the end), predicted through its
+    bound step (a meta twin of the optimizer, made capturable as Dynamo makes the real one), and plain updates of
+    a list; each predicted peak within the suite's tolerance of the measured one, and each real step equal to
+    eager's."""
+    import trace_lab
+
+    def updates(ps, gs):
+        for p, g in zip(ps, gs):
+            p.mul_(0.9).add_(g, alpha=0.1)
+
+    g = torch.Generator().manual_seed(0)
+    lists = [[torch.randn(1000, generator=g).cuda() for _ in range(6)] for _ in range(2)]
+    for fn, args, make_ref in ((None, (), _adam_two_shapes), (updates, lists, None)):
+        if fn is None:
+            opt, ref = _adam_two_shapes(), _adam_two_shapes()
+            fn, step_ref = opt.step, ref.step
+        else:
+            copies = [[t.clone() for t in lst] for lst in args]
+            step_ref = lambda: updates(*copies)  # noqa: E731
+        pred = trace_lab.predict(fn, *args, strategies=["horizontal"], executor="nvfuser", device="cuda")
+        jfn = jit(fn, fusion="horizontal", executor="nvfuser")
+        jfn(*args)
+        step_ref()
+        with jfn.measuring():
+            jfn(*args)
+        step_ref()
+        if make_ref is not None:
+            for got, want in zip(_state(opt), _state(ref), strict=True):
+                torch.testing.assert_close(got.to(want.device), want)
+        else:
+            for got, want in zip(args[0], copies[0], strict=True):
+                torch.testing.assert_close(got, want)
+        (m,) = jfn.measurements[-1:]
+        predicted = pred.peak("horizontal", "inference")
+        assert any("batched definition" in n for r in jfn.compilations() for n in r.all_notes())
+        assert predicted > 0 and abs(predicted - m.measured_peak_above_inputs) <= \
+            0.01 * m.measured_peak_above_inputs + 1024, (predicted, m.measured_peak_above_inputs, str(pred))
+
+
 def test_default_options_run_adam_as_batched_updates_on_cuda():
     """``fusion="auto"`` on CUDA with nvFuser: Adam.step's program is only identical updates, so auto picks
     horizontal regions (run/jit.py resolve_fusion) and the updates run batched; two steps equal eager's."""

@@ -41,7 +41,7 @@ from .nvfuser_ops import fusible_reason
 from .nvfuser_region import (RegionProgram, Segment, build_definition, lifted_inputs, output_places, plan_in_place,
                              segment_signature, split_region, torch_target, written_back)
 from .donation import inplace_key, region_jobs
-from .nvfuser_batch import BatchedRunner, batch_plan
+from .nvfuser_batch import BatchedRunner, batch_plan, stack_workspace
 from .region_cover import cover_details, cover_notes, covered_call, headroom, plan_covers, refusal_details
 
 __all__ = ["NvFuserExecutor", "region_definitions"]
@@ -197,6 +197,24 @@ class NvFuserExecutor(Executor):
 
     def fuse_reason(self, node: fx.Node) -> str | None:
         return self.fusible_reason(node)
+
+    def planned_workspace(self, trace: Trace, rounding: int = CUDA_ROUNDING) -> dict[str, int]:
+        """Region op id -> the workspace known before anything compiles: the stacks of the region's batched
+        updates (:func:`.nvfuser_batch.stack_workspace`; the largest of its segments', which run one after
+        another), for each region with a segment that batches. ``predict`` prices them on meta."""
+        if not self.batch_updates:
+            return {}
+        found = {}
+        for node in trace.gm.graph.nodes:
+            if node.op != "call_module":
+                continue
+            steps, _ = split_region(trace.gm.get_submodule(node.target), self.compile_reason)
+            plans = [(batch_plan(seg), seg) for kind, seg in steps if kind == "fuse"]
+            sizes = [stack_workspace(plan, [x.meta["val"] for x in seg.inputs], rounding)
+                     for plan, seg in plans if plan is not None]
+            if sizes:
+                found[node.name] = max(sizes)
+        return found
 
     # -- definitions -------------------------------------------------------------------------
     def _definition(self, seg: Segment, strides: list | None = None, in_place: bool = True) -> tuple[_Definition, bool]:

@@ -22,7 +22,8 @@ unbatched. All reads happen when the inputs are stacked and all writes at the en
 component's own ops imply. The price: the stacks are the region's workspace (measured as any region's) and
 each update's data crosses memory twice more (stacked in, copied back), a time-for-memory trade, taken only
 while the stacks of a segment stay under :data:`MAX_STACK_BYTES` (1 GiB): larger updates are not host-bound.
-:func:`batched_update_program` asks the same of a whole captured program, for ``fusion="auto"``.
+:func:`batched_update_program` asks the same of a whole captured program, for ``fusion="auto"``;
+:func:`stack_workspace` prices a plan's stacks before anything compiles (``predict``).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
+from ..analysis.storage import round_up
 from .nvfuser_ops import fusible_reason
 from .nvfuser_region import Segment
 
@@ -262,6 +264,28 @@ def batch_plan(seg: Segment) -> BatchPlan | None:
         g_seg, feed, empty = _group_segment(m, shared, position)
         batched.append(BatchGroup(g_seg, len(m), feed, empty))
     return BatchPlan(batched)
+
+
+def stack_workspace(plan: BatchPlan, values: list, rounding: int = 1) -> int:
+    """The bytes a :class:`BatchedRunner` call of ``plan`` holds at its peak beyond the segment's inputs, known
+    before anything compiles (``predict`` prices batched regions with it): per group, its stacked inputs (one
+    allocation each; a shared input only where it is not dense) and its stacked results, while the results of the
+    groups before it wait for the one copy at the end. ``values``: the segment inputs' tensors (meta will do)."""
+    def size(v) -> int:
+        return v.numel() * v.element_size()
+
+    held = peak = 0
+    for g in plan.groups:
+        made = 0
+        for kind, which, _ in g.inputs:
+            if kind == "stack":
+                made += round_up(sum(size(values[i]) for i in which), rounding)
+            elif not values[which].is_contiguous():
+                made += round_up(size(values[which]), rounding)
+        results = sum(round_up(sum(size(values[i]) for i in into), rounding) for _, into in g.outputs)
+        peak = max(peak, held + made + results)
+        held += results
+    return peak
 
 
 def batched_update_program(gm: fx.GraphModule, constants: frozenset | set = frozenset()) -> tuple[int, int]:

@@ -22,7 +22,14 @@ inner values touch memory: the memory strategy merges by that model), and the pl
 by op on meta, since nothing compiles for the meta device (:class:`_MetaPlanner`). Limits, said in the result's notes: ops with internal scratch memory
 (convolutions, FFTs, sorts) and compiled regions' workspace are measured on a real
 device, so on meta they count as zero (the Trace marks them as lower bounds); kernels
-chosen per device (attention) are the meta device's.
+chosen per device (attention) are the meta device's. One workspace is known before compiling and priced:
+the stacks of the updates nvFuser batches (``executor="nvfuser"``, :meth:`NvFuserExecutor.planned_workspace`).
+
+An optimizer is replaced too, by a twin whose parameters, gradients and state are meta tensors (an
+argument, a notebook cell's variable, or the object of ``predict(opt.step)``, which stepped the real
+optimizer before session 42): predicting a step takes none. Where Dynamo's capture would make the real one
+``capturable`` (every parameter on CUDA, no state yet), the twin is made so, so that its program is the one
+the GPU runs.
 
 FSDP (issue 28 item 4): ``predict(model, x, fsdp="zero3", world_size=N)`` predicts what each of N ranks
 holds without N processes. A fake process group of N ranks (:func:`trace_lab.distributed.fake_group.fake_group`:
@@ -38,12 +45,13 @@ model leaves out (the communication library's buffers, fragmentation, the optimi
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from ..analysis.liveness import compute_liveness
 from ..analysis.op_scratch import scratch_unknown
+from ..analysis.region_record import plan_record
 from ..analysis.storage import CUDA_ROUNDING
 from ..capture.session import program_parts
 from ..errors import TraceLabError
@@ -159,8 +167,9 @@ class _MetaPlanner(Executor):
     can fuse, whether its regions' inner values touch memory: the memory strategy merges by that), and the
     planned program runs op by op, since nothing compiles for meta."""
 
-    def __init__(self, real: Executor):
+    def __init__(self, real: Executor, rounding: int = 1):
         self.real, self.name, self.materializes_regions = real, real.name, real.materializes_regions
+        self.rounding = rounding  # the allocator modelled (the liveness rounds as it does)
         self.compiles_library_ops = real.compiles_library_ops
 
     def can_fuse(self, node) -> bool:
@@ -175,7 +184,18 @@ class _MetaPlanner(Executor):
     def compile(self, trace) -> CompiledProgram:
         program = generate(trace, materialized_regions=self.materializes_regions)
         return CompiledProgram(run=program.run, executor=f"{self.name} (planned on meta, run op by op)",
-                               source=program.source, generated=program)
+                               source=program.source, generated=program, regions=self._known_workspace(trace))
+
+    def _known_workspace(self, trace) -> dict:
+        """Records of the regions whose workspace ``real`` knows before compiling (nvFuser's batched updates:
+        their stacks), so the liveness prices it; every other region's workspace counts zero on meta."""
+        planned = getattr(self.real, "planned_workspace", None)
+        if planned is None:
+            return {}
+        nodes = {n.name: n for n in trace.gm.graph.nodes if n.op == "call_module"}
+        return {op: replace(plan_record(nodes[op]), workspace_bytes=size,
+                            details={"workspace": "the stacks of its batched updates, priced before compiling"})
+                for op, size in planned(trace, self.rounding).items()}
 
 
 def _meta_module(module: torch.nn.Module, memo: dict | None = None) -> torch.nn.Module:
@@ -193,9 +213,41 @@ def _meta_module(module: torch.nn.Module, memo: dict | None = None) -> torch.nn.
     return copy.deepcopy(module, memo)
 
 
+def _meta_optimizer(opt: torch.optim.Optimizer, memo: dict | None = None) -> torch.optim.Optimizer:
+    """A twin of ``opt`` whose parameters (with their gradients) and state are meta tensors; made with the
+    ``memo`` a module's twin uses, it steps that twin's parameters. ``opt`` itself is untouched: predicting
+    ``opt.step()`` takes no step. A state tensor kept on the CPU beside parameters on another device (a step
+    count) stays on the CPU, and where Dynamo's capture would make the real optimizer ``capturable`` (every
+    parameter on CUDA, no state yet) the twin is made so, as its counts then live beside the parameters."""
+    import copy
+
+    memo = {} if memo is None else memo
+    params = [p for g in opt.param_groups for p in g["params"]]
+    for p in params:
+        if id(p) not in memo:
+            twin = _meta(p.detach())
+            memo[id(p)] = torch.nn.Parameter(twin, requires_grad=p.requires_grad) \
+                if isinstance(p, torch.nn.Parameter) else twin
+        if p.grad is not None and memo[id(p)].grad is None:
+            memo[id(p)].grad = _meta(p.grad.detach())
+    for p, state in opt.state.items():
+        for v in state.values():
+            if isinstance(v, torch.Tensor) and id(v) not in memo:
+                on_host = v.device.type == "cpu" and getattr(p, "device", v.device).type != "cpu"
+                memo[id(v)] = v.detach().clone() if on_host else _meta(v.detach())
+    twin = copy.deepcopy(opt, memo)
+    if params and all(p.is_cuda for p in params) and not opt.state:  # torch/_dynamo/variables/optimizer.py
+        for group in twin.param_groups:
+            if "capturable" in group:
+                group["capturable"] = True
+    return twin
+
+
 def _meta(x, memo: dict | None = None):
     if isinstance(x, torch.nn.Module):  # a module the function reads as an argument (a notebook cell's model)
         return _meta_module(x, memo)
+    if isinstance(x, torch.optim.Optimizer):  # an optimizer the cell steps: its twin steps meta twins
+        return _meta_optimizer(x, memo)
     if isinstance(x, torch.Tensor):
         t = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype, device="meta")
         return t.requires_grad_(x.requires_grad) if x.is_floating_point() or x.is_complex() else t
@@ -207,7 +259,12 @@ def _meta(x, memo: dict | None = None):
 
 
 def _on_meta(fn):
-    """``fn`` with a module's parameters and buffers as meta tensors (the module itself untouched)."""
+    """``fn`` with a module's parameters and buffers as meta tensors (the module itself untouched); a method of
+    a module or an optimizer (``opt.step``) bound to the object's meta twin instead."""
+    import types
+
+    if isinstance(fn, types.MethodType) and isinstance(fn.__self__, (torch.nn.Module, torch.optim.Optimizer)):
+        return types.MethodType(fn.__func__, _meta(fn.__self__))
     if not isinstance(fn, torch.nn.Module):
         return fn
     state = {name: _meta(t) for name, t in list(fn.named_parameters()) + list(fn.named_buffers())}
@@ -314,7 +371,8 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
     _check_fsdp(fn, args, dict(kwargs or {}), fsdp, world_size)
     result = Prediction(device=device, fsdp=fsdp, world_size=world_size if fsdp else None, notes=[
         "op scratch (convolutions, FFTs, sorts) and compiled regions' workspace are measured on a real device: "
-        "on meta they count as zero, so a program using them is a lower bound",
+        "on meta they count as zero, so a program using them is a lower bound (the stacks of nvFuser's batched "
+        "updates are known before compiling, and priced)",
         "inputs a compiled Inductor region frees inside its call or writes its outputs over (donate_inputs, "
         "donate_inplace) are not seen on meta: such a program measures at or below its figure",
         "attention runs as the meta device's math path: where a device picks a flash or memory-efficient "
@@ -389,7 +447,7 @@ def _predict_strategies(result: Prediction, fn, meta_args, meta_kwargs, chosen, 
     rounding = CUDA_ROUNDING if result.device == "cuda" else 1
     for strategy in chosen:
         jfn = jit(fn, fusion=strategy, executor=exec_name, **options)
-        planner = _MetaPlanner(get_executor(exec_name, jfn.options))
+        planner = _MetaPlanner(get_executor(exec_name, jfn.options), rounding)
         jfn.use_executor(planner)
         if loss is not None:  # a custom loss's gradients are autograd's fresh tensors (analysis/handover.py)
             jfn.gradients_copied = None

@@ -1,0 +1,94 @@
+"""predict of programs that update their inputs (run/predict.py): an optimizer step and nvFuser's batched updates.
+
+* ``predict(opt.step)`` stepped the real optimizer: only arguments were replaced by meta twins, and the
+  optimizer (the method's object) was not one, so the "meta" run updated the user's parameters and made its
+  state, while the result said nothing was run. The optimizer (as a bound method's object, an argument, or a
+  notebook cell's variable under ``--meta``) now gets a meta twin, and nothing of the real one changes.
+* nvFuser runs a horizontal region's identical updates as batched definitions over stacked inputs
+  (executors/nvfuser_batch.py); the stacks are the region's workspace, measured on a device, so on meta they
+  counted zero. ``predict`` now prices them before anything compiles (``stack_workspace``).
+
+Expected figures are worked out by hand from the shapes, never taken from the code under test.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from IPython.core.interactiveshell import InteractiveShell
+
+import trace_lab
+from examples import workloads
+from tests.nvfuser_cpu import cpu_nvfuser
+
+
+def _adam(n=8, numel=1024):
+    step, _ = workloads.get("adam_step").make("cpu", n_params=n, numel=numel)
+    return step.__self__
+
+
+def _untouched(opt, params_before, grads_before) -> None:
+    params = [p for g in opt.param_groups for p in g["params"]]
+    assert all(torch.equal(p, b) for p, b in zip(params, params_before, strict=True))
+    assert all(torch.equal(p.grad, b) for p, b in zip(params, grads_before, strict=True))
+    assert not opt.state and all(p.device.type == "cpu" for p in params)
+
+
+def test_predicting_an_optimizer_step_takes_no_step():
+    opt = _adam()
+    params = [p for g in opt.param_groups for p in g["params"]]
+    before, grads = [p.detach().clone() for p in params], [p.grad.clone() for p in params]
+    pred = trace_lab.predict(opt.step, strategies=["none"], executor="eager", device="cpu")
+    _untouched(opt, before, grads)
+    # the same step measured for real (on a deep copy): op by op, the peak is the new exp_avg_sq's value beside the
+    # temporaries of one parameter's update; predicted within the suite's tolerance (1% + 1 KiB: the step counts,
+    # CPU scalars beside meta tensors, are not counted on meta), and marked a lower bound (fma's scratch on meta)
+    import copy
+
+    real = copy.deepcopy(opt)
+    for p, q in zip(params, [p for g in real.param_groups for p in g["params"]]):
+        q.grad = p.grad.clone()
+    report = trace_lab.inspect(real.step, fusion="none", executor="eager", runs=0)
+    (measured,) = [m["measured_peak_above_inputs_bytes"] for m in report.memory]
+    predicted = pred.peak("none", "inference")
+    assert predicted <= measured <= predicted + 0.01 * measured + 1024, (predicted, measured)
+    assert "prims.fma" in pred.part("none", "inference").lower_bound
+
+
+def test_meta_cell_that_steps_an_optimizer_leaves_it_as_it_was():
+    ip = InteractiveShell.instance()
+    ip.display_pub.publish = lambda *a, **k: None
+    ip.run_line_magic("load_ext", "trace_lab")
+    opt = _adam(n=3, numel=64)
+    params = [p for g in opt.param_groups for p in g["params"]]
+    before, grads = [p.detach().clone() for p in params], [p.grad.clone() for p in params]
+    ip.user_ns["opt"] = opt
+    result = ip.run_cell("%%thunder_trace --meta\nopt.step()\n")
+    assert result.error_in_exec is None, result.error_in_exec
+    _untouched(opt, before, grads)
+
+
+def _updates(ps, gs):
+    for p, g in zip(ps, gs):
+        p.mul_(0.9).add_(g, alpha=0.1)
+
+
+@pytest.mark.parametrize("device, stack", [("cpu", 6 * 1000 * 4), ("cuda", 24064)])  # 24,000 B rounded up to 512
+def test_predict_prices_the_stacks_of_batched_updates(device, stack, monkeypatch):
+    """Six identical updates of 1,000 floats: nvFuser's horizontal region stacks each update's two inputs and
+    its one written value, three stacks of six members (one allocation each) that the region holds at once;
+    dataflow keeps each update a region of its own, which has nothing to batch."""
+    cpu_nvfuser(monkeypatch)
+    g = torch.Generator().manual_seed(0)
+    ps = [torch.randn(1000, generator=g) for _ in range(6)]
+    gs = [torch.randn(1000, generator=g) for _ in range(6)]
+    before = [p.clone() for p in ps]
+    pred = trace_lab.predict(_updates, ps, gs, strategies=["horizontal", "dataflow"], executor="nvfuser",
+                             device=device)
+    assert all(torch.equal(p, b) for p, b in zip(ps, before))
+    assert pred.peak("horizontal", "inference") == 3 * stack, str(pred)
+    assert pred.peak("dataflow", "inference") == 0, str(pred)
+    with_batching = pred.peak("horizontal", "inference")
+    monkeypatch.setattr("trace_lab.executors.nvfuser.NvFuserExecutor.planned_workspace",
+                        lambda self, trace, rounding=1: {})
+    without = trace_lab.predict(_updates, ps, gs, strategies=["horizontal"], executor="nvfuser", device=device)
+    assert without.peak("horizontal", "inference") == 0 < with_batching
