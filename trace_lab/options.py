@@ -208,8 +208,8 @@ SCHEMA: tuple[Option, ...] = (
                 "more run in the tabs and a Compare row. Not with --nproc."),
     Option("meta", bool, False, stage="notebook", surfaces=frozenset({"magic"}),
            help="predict instead of run: capture the cell on the meta device (tensors, and the modules and "
-                "optimizers it reads, replaced by meta twins) and show the predicted peak of each program part per fusion strategy, "
-                "allocating nothing (trace_lab.predict). With --fsdp and --nproc N: each of N FSDP ranks' peaks, "
+                "optimizers it reads, replaced by meta twins) and show the predicted peak of each program part per "
+                "fusion strategy, allocating nothing (trace_lab.predict). With --fsdp and --nproc N: each of N FSDP ranks' peaks, "
                 "no process started. Nothing runs, nothing is written back."),
 )
 OPTIONS: dict[str, Option] = {o.name: o for o in SCHEMA}
