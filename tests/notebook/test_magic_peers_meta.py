@@ -133,3 +133,25 @@ def test_peer_trace_with_nproc_is_refused_before_anything_runs(ip):
     with pytest.raises(UsageError, match="drop --peer-trace with --nproc"):
         ip.run_cell_magic("thunder_trace", "--peer-trace --nproc 2", "before = 2\n")
     assert ip.user_ns["before"] == 1
+
+
+def test_meta_plans_with_the_executor_the_run_would_use(ip):
+    """``--meta --executor eager`` plans as the eager executor runs: a fused region's inner values materialise. The
+    cell's chain relu, * 2, + 1, sum over a 1 MiB input is one dataflow region; op by op two of its 1 MiB
+    temporaries are alive at once (2 MiB above the inputs), compiled (Inductor: the default on a CPU) only the
+    sum's 4 B result is. Before session 42 the magic planned with Inductor's rules whatever --executor said."""
+    ip.run_cell("x = torch.ones(1024, 256)")
+    rows = {}
+    for executor in ("eager", "auto"):
+        shown = []
+        ip.display_pub.publish = lambda data, *a, **k: shown.append(data)
+        try:
+            result = ip.run_cell(f"%%thunder_trace --meta --executor {executor}\ns = (x.relu() * 2 + 1).sum()\n")
+        finally:
+            ip.display_pub.publish = lambda *a, **k: None
+        assert result.error_in_exec is None, result.error_in_exec
+        (data,) = shown
+        rows[executor] = next(ln for ln in data["text/plain"].splitlines() if ln.split()[:1] == ["dataflow"])
+    # the peak-above-inputs column of the inference program's row (nothing here requires grad)
+    assert rows["eager"].split("inference #0")[1].split()[:2] == ["2.00", "MiB"], rows
+    assert rows["auto"].split("inference #0")[1].split()[:2] == ["4", "B"], rows

@@ -80,8 +80,9 @@ class CellRunner:
         return explain_peak(fn, *args, kind=kind, program=program, loss=lambda out: None, progress=progress, **given)
 
     def predict(self, options=None):
-        """``trace_lab.predict`` of the cell (``--meta``): its inputs and the modules it reads as meta twins; with
-        ``--fsdp`` and ``--nproc N``, each of N FSDP ranks' (the modules it reads sharded, nothing started)."""
+        """``trace_lab.predict`` of the cell (``--meta``): its inputs and the modules and optimizers it reads as meta
+        twins, planned with ``--executor``'s rules; with ``--fsdp`` and ``--nproc N``, each of N FSDP ranks' (the
+        modules it reads sharded, nothing started)."""
         from ..errors import TraceLabError
         from ..run.predict import predict
 
@@ -96,4 +97,7 @@ class CellRunner:
                        max_inflight_gathers=options.max_inflight_gathers) if fsdp else {}
         fn, args = self.program.build(self.user_ns, self.function_name)
         device = "cuda" if any(getattr(t, "is_cuda", False) for t in _tensors(args)) else "cpu"
-        return predict(fn, *args, device=device, loss=lambda out: None, **sharded)
+        # planned with the executor the run would use (--executor; auto: the modelled device's, nvFuser on a GPU
+        # where it imports), whose rules decide what fuses and whether a region's inner values touch memory
+        executor = getattr(options, "executor", None) or "auto"
+        return predict(fn, *args, device=device, executor=executor, loss=lambda out: None, **sharded)
