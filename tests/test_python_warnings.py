@@ -64,3 +64,38 @@ def test_warnings_of_other_threads_are_kept_and_a_failed_run_shows_them():
         with pytest.raises(ValueError, match="the run failed"):
             run(True)
     assert [str(w.message) for w in outside] == ["from a compile thread"]
+
+
+def test_runs_that_overlap_keep_their_own_warnings_and_leave_warnings_working():
+    """A widget's rerun runs in a thread beside the kernel's cells. Two runs that start A, B and end A, B: each
+    keeps the warning its own thread raised, and afterwards a warning reaches the caller's handler again (with
+    ``warnings.catch_warnings`` per run, B's exit restored A's recording state and later warnings vanished)."""
+    entered = {k: threading.Event() for k in "AB"}
+    go = {k: threading.Event() for k in "AB"}
+    reports = {}
+
+    @kept_on_report
+    def run(name):
+        entered[name].set()
+        assert go[name].wait(10)
+        warnings.warn(f"inside {name}", UserWarning)
+        return _Rep()
+
+    def start(name):
+        t = threading.Thread(target=lambda: reports.__setitem__(name, run(name)))
+        t.start()
+        assert entered[name].wait(10)
+        return t
+
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        a = start("A")
+        b = start("B")
+        go["A"].set()
+        a.join()
+        go["B"].set()
+        b.join()
+        warnings.warn("after both runs", UserWarning)
+    for name in "AB":
+        assert [w.split(": ", 1)[1] for w in reports[name].warnings[1:]] == [f"inside {name}"], reports[name].warnings
+    assert [str(w.message) for w in outside] == ["after both runs"]
