@@ -92,3 +92,24 @@ def test_predict_prices_the_stacks_of_batched_updates(device, stack, monkeypatch
                         lambda self, trace, rounding=1: {})
     without = trace_lab.predict(_updates, ps, gs, strategies=["horizontal"], executor="nvfuser", device=device)
     assert without.peak("horizontal", "inference") == 0 < with_batching
+
+
+def test_an_optimizer_passed_beside_its_model_steps_the_models_twin():
+    """A training step with its model and optimizer as arguments: the backward's gradients land on the model's
+    twin parameters, and the optimizer's twin must step those (one memo for all arguments), or it sees no
+    gradient and its program disappears. SGD over a 64 x 64 Linear: op by op the new weight (16 KiB) and bias
+    (256 B) are both alive before the copies write them back."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 64)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(8, 64)
+    weight = model.weight.detach().clone()
+
+    def train(m, o, x):
+        m(x).sum().backward()
+        o.step()
+
+    pred = trace_lab.predict(train, model, opt, x, strategies=["none"], device="cpu", loss=lambda out: None)
+    assert [(p.kind, p.program) for p in pred.parts] == [("forward", 0), ("backward", 0), ("inference", 1)]
+    assert pred.peak("none", "inference", 1) == 64 * 64 * 4 + 64 * 4
+    assert torch.equal(model.weight, weight) and model.weight.grad is None and not opt.state

@@ -378,7 +378,8 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
         "attention runs as the meta device's math path: where a device picks a flash or memory-efficient "
         "attention kernel, its program and peak differ"])
     if not fsdp:
-        meta_args, meta_kwargs = _meta(list(args)), _meta(dict(kwargs or {}))
+        memo: dict = {}  # one memo: an optimizer passed beside its model steps that model's twin parameters
+        meta_args, meta_kwargs = _meta(list(args), memo), _meta(dict(kwargs or {}), memo)
         with _outside_reach_explained(fn):
             _predict_strategies(result, _on_meta(fn), meta_args, meta_kwargs, chosen, exec_name, loss, {})
         return result
