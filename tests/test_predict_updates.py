@@ -54,6 +54,20 @@ def test_predicting_an_optimizer_step_takes_no_step():
     assert "prims.fma" in pred.part("none", "inference").lower_bound
 
 
+def test_an_optimizer_step_wrapped_by_an_lr_scheduler_takes_no_step_either():
+    """An LR scheduler replaces ``opt.step`` by a plain function holding a weak reference to the optimizer
+    (torch/optim/lr_scheduler.py), so ``opt.step`` is no bound method any more; predict finds the optimizer
+    behind it and steps its twin. The prediction is the plain optimizer's, figure for figure."""
+    opt, plain = _adam(n=2, numel=16), _adam(n=2, numel=16)
+    torch.optim.lr_scheduler.StepLR(opt, step_size=1)
+    params = [p for g in opt.param_groups for p in g["params"]]
+    before, grads = [p.detach().clone() for p in params], [p.grad.clone() for p in params]
+    pred = trace_lab.predict(opt.step, strategies=["none"], executor="eager", device="cpu")
+    _untouched(opt, before, grads)
+    want = trace_lab.predict(plain.step, strategies=["none"], executor="eager", device="cpu")
+    assert pred.peak("none", "inference") == want.peak("none", "inference") > 0
+
+
 def test_meta_cell_that_steps_an_optimizer_leaves_it_as_it_was():
     ip = InteractiveShell.instance()
     ip.display_pub.publish = lambda *a, **k: None

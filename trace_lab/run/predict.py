@@ -27,7 +27,8 @@ the stacks of the updates nvFuser batches (``executor="nvfuser"``, :meth:`NvFuse
 
 An optimizer is replaced too, by a twin whose parameters, gradients and state are meta tensors (an
 argument, a notebook cell's variable, or the object of ``predict(opt.step)``, which stepped the real
-optimizer before session 42): predicting a step takes none. Where Dynamo's capture would make the real one
+optimizer before session 42; also where an LR scheduler replaced ``opt.step`` by its wrapper): predicting a step
+takes none. Where Dynamo's capture would make the real one
 ``capturable`` (every parameter on CUDA, no state yet), the twin is made so, so that its program is the one
 the GPU runs.
 
@@ -265,6 +266,9 @@ def _on_meta(fn):
 
     if isinstance(fn, types.MethodType) and isinstance(fn.__self__, (torch.nn.Module, torch.optim.Optimizer)):
         return types.MethodType(fn.__func__, _meta(fn.__self__))
+    scheduled = _scheduled_optimizer(fn)
+    if scheduled is not None:  # opt.step once an LR scheduler wrapped it: the twin's own step
+        return types.MethodType(fn.__wrapped__, _meta(scheduled))
     if not isinstance(fn, torch.nn.Module):
         return fn
     state = {name: _meta(t) for name, t in list(fn.named_parameters()) + list(fn.named_buffers())}
@@ -276,6 +280,21 @@ def _on_meta(fn):
 
     call.__name__ = type(fn).__name__
     return call
+
+
+def _scheduled_optimizer(fn) -> torch.optim.Optimizer | None:
+    """The optimizer whose ``step`` ``fn`` is, where an LR scheduler replaced ``opt.step`` by its wrapper (a plain
+    function holding a weak reference to the optimizer: torch/optim/lr_scheduler.py), else None."""
+    import weakref
+
+    if not getattr(fn, "_wrapped_by_lr_sched", False) or not hasattr(fn, "__wrapped__"):
+        return None
+    for cell in getattr(fn, "__closure__", None) or ():
+        value = cell.cell_contents
+        target = value() if isinstance(value, weakref.ref) else None
+        if isinstance(target, torch.optim.Optimizer):
+            return target
+    return None
 
 
 def _loss(out):
