@@ -18,6 +18,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 import trace_lab
 from examples import workloads
+from trace_lab.errors import TraceLabError
 from tests.nvfuser_cpu import cpu_nvfuser
 
 
@@ -66,6 +67,21 @@ def test_an_optimizer_step_wrapped_by_an_lr_scheduler_takes_no_step_either():
     _untouched(opt, before, grads)
     want = trace_lab.predict(plain.step, strategies=["none"], executor="eager", device="cpu")
     assert pred.peak("none", "inference") == want.peak("none", "inference") > 0
+
+
+def test_a_function_that_steps_an_optimizer_it_does_not_take_is_refused_before_it_runs():
+    """``predict(lambda: opt.step())`` reads the optimizer from outside its arguments, where predict cannot put a
+    twin; with nothing else to mix, it ran for real. It is refused first, naming the optimizer and what to pass."""
+    opt = _adam(n=2, numel=16)
+    params = [p for g in opt.param_groups for p in g["params"]]
+    before, grads = [p.detach().clone() for p in params], [p.grad.clone() for p in params]
+    with pytest.raises(TraceLabError, match=r"reads opt \(Adam, in the closure, on cpu\).*Pass it as an argument"):
+        trace_lab.predict(lambda: opt.step(), strategies=["none"], executor="eager", device="cpu")
+    _untouched(opt, before, grads)
+    # passed as an argument, the same step is predicted on its twin
+    assert trace_lab.predict(lambda o: o.step(), opt, strategies=["none"], executor="eager",
+                             device="cpu").peak("none", "inference") > 0
+    _untouched(opt, before, grads)
 
 
 def test_meta_cell_that_steps_an_optimizer_leaves_it_as_it_was():

@@ -8,7 +8,7 @@ user's module and its weights are left as they are; a module built under
 ``torch.device("meta")`` works directly). Only what reaches ``fn`` through its arguments can
 be replaced: a module or tensor ``fn`` reads from its globals or closure (a notebook's model)
 would mix real and meta tensors, so predict names it and says to pass it as an argument
-(``reached_outside_arguments``). The compiled program then runs on meta tensors,
+(``reached_outside_arguments``), before anything runs. The compiled program then runs on meta tensors,
 which only propagate shapes, and the backward runs too when an output requires grad.
 What comes back is the liveness model's figures per program part and per fusion
 strategy: the peak above the program's inputs (the figure the Report calls "peak") and
@@ -416,9 +416,15 @@ def predict(fn, *args, strategies=None, device: str = "cuda", executor: str = "i
 
 
 def reached_outside_arguments(fn) -> list[str]:
-    """The modules and tensors ``fn`` reads from its closure or its globals (names its code uses), not from its
-    arguments, whose memory is on a real device: ``"lin1 (Linear, in the globals, on cpu)"``. predict replaces the
-    arguments by meta twins; these it cannot reach, so the program would mix meta and real tensors."""
+    """The modules, optimizers and tensors ``fn`` reads from its closure or its globals (names its code uses), not
+    from its arguments, whose memory is on a real device: ``"lin1 (Linear, in the globals, on cpu)"``. predict
+    replaces the arguments by meta twins; these it cannot reach, so the program would mix meta and real tensors
+    (or, reading nothing else, run for real: a step of an optimizer in the globals)."""
+    return [text for text, _value, _tensors in _reached_outside(fn)]
+
+
+def _reached_outside(fn) -> list[tuple[str, object, list]]:
+    """(description, object, its real tensors) of what ``fn`` reads outside its arguments (see above)."""
     import inspect as _inspect
 
     if isinstance(fn, torch.nn.Module) or not _inspect.isfunction(fn):
@@ -431,20 +437,41 @@ def reached_outside_arguments(fn) -> list[str]:
                if name in fn.__globals__]
     for name, value, where in places:
         try:
-            tensors = (list(value.parameters()) + list(value.buffers())) if isinstance(value, torch.nn.Module) \
-                else [value] if isinstance(value, torch.Tensor) else []
+            if isinstance(value, torch.nn.Module):
+                tensors = list(value.parameters()) + list(value.buffers())
+            elif isinstance(value, torch.optim.Optimizer):
+                from .compare import reachable_tensors
+
+                tensors = reachable_tensors(value)
+            else:
+                tensors = [value] if isinstance(value, torch.Tensor) else []
         except Exception:  # noqa: BLE001 - an object that only looks like a module: not ours to judge
             continue
-        devices = sorted({t.device.type for t in tensors if t.device.type != "meta"})
-        if devices:
-            found.append(f"{name} ({type(value).__name__}, {where}, on {', '.join(devices)})")
+        real = [t for t in tensors if t.device.type != "meta"]
+        if real:
+            devices = ", ".join(sorted({t.device.type for t in real}))
+            found.append((f"{name} ({type(value).__name__}, {where}, on {devices})", value, real))
     return found
+
+
+def _outside_message(fn, outside: list[str]) -> str:
+    return (f"predict runs {getattr(fn, '__name__', 'fn')} on the meta device, replacing its arguments' tensors, "
+            f"modules and optimizers by meta twins, but it also reads {', '.join(outside)}, which predict cannot "
+            f"replace. Pass {'it as an argument' if len(outside) == 1 else 'them as arguments'} "
+            "(predict(lambda model, x: ..., model, x)), or predict the module itself (predict(model, x)); nothing "
+            "was allocated or changed")
 
 
 @contextlib.contextmanager
 def _outside_reach_explained(fn):
-    """A run that fails because ``fn`` reached real tensors outside its arguments (a model in the notebook's
-    globals) raises a TraceLabError naming them and saying what to pass instead; other errors pass through."""
+    """``fn`` reads modules, optimizers or tensors (beyond 0-d ones, which mix with meta) outside its arguments:
+    a TraceLabError naming them and saying what to pass instead, before anything runs (run, such a function
+    would mix meta and real tensors, or step a real optimizer). A run that fails on the mixing all the same is
+    explained the same way; other errors pass through."""
+    unsafe = [text for text, value, real in _reached_outside(fn)
+              if isinstance(value, (torch.nn.Module, torch.optim.Optimizer)) or any(t.dim() > 0 for t in real)]
+    if unsafe:
+        raise TraceLabError(_outside_message(fn, unsafe))
     try:
         yield
     except TraceLabError:
@@ -453,11 +480,7 @@ def _outside_reach_explained(fn):
         outside = reached_outside_arguments(fn)
         if not outside or "meta" not in str(e):
             raise
-        raise TraceLabError(
-            f"predict runs {getattr(fn, '__name__', 'fn')} on the meta device, replacing its arguments' tensors and "
-            f"modules by meta twins, but it also reads {', '.join(outside)}, which predict cannot replace. Pass "
-            f"{'it as an argument' if len(outside) == 1 else 'them as arguments'} (predict(lambda model, x: ..., model, x)), "
-            "or predict the module itself (predict(model, x)); nothing was allocated or changed") from e
+        raise TraceLabError(_outside_message(fn, outside)) from e
 
 
 def _predict_strategies(result: Prediction, fn, meta_args, meta_kwargs, chosen, exec_name, loss, options) -> None:
