@@ -99,3 +99,19 @@ def test_runs_that_overlap_keep_their_own_warnings_and_leave_warnings_working():
     for name in "AB":
         assert [w.split(": ", 1)[1] for w in reports[name].warnings[1:]] == [f"inside {name}"], reports[name].warnings
     assert [str(w.message) for w in outside] == ["after both runs"]
+
+
+def test_a_peer_and_torch_compiles_trace_keep_their_warnings_too():
+    """``--baseline`` peers (lab/peers.py) and ``--peer-trace`` (lab/compile_view.py) are Reports of their own
+    runs: what the cell's code warns while they run is on them, not under the cell."""
+    from trace_lab.lab.compile_view import from_compile
+    from trace_lab.lab.peers import run_peer
+
+    x = torch.randn(8, requires_grad=True)
+    with warnings.catch_warnings(record=True) as outside:
+        warnings.simplefilter("always")
+        peer = run_peer(_warns, (x,), "eager", runs=1, name="peer")
+        compiled = from_compile(_warns, x, name="compiled")
+    for rep in (peer, compiled):
+        assert [w for w in rep.warnings if w.endswith(": the cell's own warning")], rep.warnings
+    assert not [w for w in outside if "the cell's own warning" in str(w.message)]
