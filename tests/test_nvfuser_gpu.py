@@ -375,6 +375,22 @@ def test_batched_updates_on_cuda_match_eager_and_launch_fewer_kernels():
                for n in r.all_notes())
 
 
+def _predicted_and_measured(fn, args, step_eager) -> tuple[int, int]:
+    """(predict's horizontal + nvFuser peak of ``fn(*args)``, the peak a real run measures), the real run checked to
+    batch; ``step_eager()`` takes the same steps eagerly beside it (the caller compares the results)."""
+    import trace_lab
+
+    pred = trace_lab.predict(fn, *args, strategies=["horizontal"], executor="nvfuser", device="cuda")
+    jfn = jit(fn, fusion="horizontal", executor="nvfuser")
+    jfn(*args)
+    step_eager()
+    with jfn.measuring():
+        jfn(*args)
+    step_eager()
+    assert any("batched definition" in n for r in jfn.compilations() for n in r.all_notes())
+    return pred.peak("horizontal", "inference"), jfn.measurements[-1].measured_peak_above_inputs
+
+
 def test_predict_prices_batched_stacks_as_the_device_measures_them():
     """predict (run/predict.py) prices a horizontal region's batched updates by their stacks before anything
     compiles (nvfuser_batch.stack_workspace); a real run measures the region's workspace on the device. Adam over
@@ -382,40 +398,25 @@ def test_predict_prices_batched_stacks_as_the_device_measures_them():
     bound step (a meta twin of the optimizer, made capturable as Dynamo makes the real one), and plain updates of
     a list; each predicted peak within the suite's tolerance of the measured one, and each real step equal to
     eager's."""
-    import trace_lab
 
     def updates(ps, gs):
         for p, g in zip(ps, gs):
             p.mul_(0.9).add_(g, alpha=0.1)
 
+    opt, ref = _adam_two_shapes(), _adam_two_shapes()
+    adam = _predicted_and_measured(opt.step, (), ref.step)
+    for got, want in zip(_state(opt), _state(ref), strict=True):
+        torch.testing.assert_close(got.to(want.device), want)
+
     g = torch.Generator().manual_seed(0)
     lists = [[torch.randn(1000, generator=g).cuda() for _ in range(6)] for _ in range(2)]
-    for fn, args, make_ref in ((None, (), _adam_two_shapes), (updates, lists, None)):
-        if fn is None:
-            opt, ref = _adam_two_shapes(), _adam_two_shapes()
-            fn, step_ref = opt.step, ref.step
-        else:
-            copies = [[t.clone() for t in lst] for lst in args]
-            step_ref = lambda: updates(*copies)  # noqa: E731
-        pred = trace_lab.predict(fn, *args, strategies=["horizontal"], executor="nvfuser", device="cuda")
-        jfn = jit(fn, fusion="horizontal", executor="nvfuser")
-        jfn(*args)
-        step_ref()
-        with jfn.measuring():
-            jfn(*args)
-        step_ref()
-        if make_ref is not None:
-            for got, want in zip(_state(opt), _state(ref), strict=True):
-                torch.testing.assert_close(got.to(want.device), want)
-        else:
-            for got, want in zip(args[0], copies[0], strict=True):
-                torch.testing.assert_close(got, want)
-        (m,) = jfn.measurements[-1:]
-        predicted = pred.peak("horizontal", "inference")
-        assert any("batched definition" in n for r in jfn.compilations() for n in r.all_notes())
-        assert predicted > 0 and abs(predicted - m.measured_peak_above_inputs) <= \
-            0.01 * m.measured_peak_above_inputs + 1024, (predicted, m.measured_peak_above_inputs, str(pred))
+    copies = [[t.clone() for t in lst] for lst in lists]
+    plain = _predicted_and_measured(updates, lists, lambda: updates(*copies))
+    for got, want in zip(lists[0], copies[0], strict=True):
+        torch.testing.assert_close(got, want)
 
+    for predicted, measured in (adam, plain):
+        assert predicted > 0 and abs(predicted - measured) <= 0.01 * measured + 1024, (predicted, measured)
 
 def test_default_options_run_adam_as_batched_updates_on_cuda():
     """``fusion="auto"`` on CUDA with nvFuser: Adam.step's program is only identical updates, so auto picks

@@ -29,7 +29,7 @@ from ..errors import nothing_captured
 from ..run.jit import JitFunction
 from ..run.python_warnings import kept_on_report
 from ..options import OPTIONS, Options, check_option, names, with_signature
-from ..runtime.measure import (OtherLoad, measure_peak, median, profiler_stderr, synchronize, time_host_device,
+from ..runtime.measure import (OtherLoad, measure_peak, median, synchronize, time_host_device,
                                undisturbed)
 from ..capture.session import program_parts
 
@@ -164,7 +164,7 @@ def inspect(fn, *args, loss=None, progress=None, kwargs: dict | None = None, **o
         from ..run.line_profile import profile_lines
 
         try:
-            with undisturbed(), profiler_stderr():  # kineto's USDT lines are not the cell's (issue 26 item 3)
+            with undisturbed():  # (profile_lines keeps kineto's USDT lines off the cell's stderr itself)
                 line_times = profile_lines(jfn, *args, loss=loss_fn, kwargs=fn_kwargs, repeat=calls).to_dict()
         except TraceLabError as e:
             warnings.append(f"profile: {e}")

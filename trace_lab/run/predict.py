@@ -61,6 +61,7 @@ from ..passes.fusion import layers_refused
 from ..executors.interface import CompiledProgram, Executor
 from ..options import FUSION_STRATEGIES
 from ..runtime import generate
+from .compare import reachable_tensors
 
 __all__ = ["predict", "Prediction", "PartPeak"]
 
@@ -207,11 +208,17 @@ def _meta_module(module: torch.nn.Module, memo: dict | None = None) -> torch.nn.
 
     memo = {} if memo is None else memo
     for t in list(module.parameters()) + list(module.buffers()):
-        if id(t) not in memo:
-            twin = _meta(t.detach())
-            memo[id(t)] = torch.nn.Parameter(twin, requires_grad=t.requires_grad) \
-                if isinstance(t, torch.nn.Parameter) else twin
+        _twin_into(memo, t)
     return copy.deepcopy(module, memo)
+
+
+def _twin_into(memo: dict, t: torch.Tensor) -> torch.Tensor:
+    """``t``'s meta twin in ``memo`` (a Parameter stays one), made there the first time it is asked for."""
+    if id(t) not in memo:
+        twin = _meta(t.detach())
+        memo[id(t)] = torch.nn.Parameter(twin, requires_grad=t.requires_grad) \
+            if isinstance(t, torch.nn.Parameter) else twin
+    return memo[id(t)]
 
 
 def _meta_optimizer(opt: torch.optim.Optimizer, memo: dict | None = None) -> torch.optim.Optimizer:
@@ -225,12 +232,9 @@ def _meta_optimizer(opt: torch.optim.Optimizer, memo: dict | None = None) -> tor
     memo = {} if memo is None else memo
     params = [p for g in opt.param_groups for p in g["params"]]
     for p in params:
-        if id(p) not in memo:
-            twin = _meta(p.detach())
-            memo[id(p)] = torch.nn.Parameter(twin, requires_grad=p.requires_grad) \
-                if isinstance(p, torch.nn.Parameter) else twin
-        if p.grad is not None and memo[id(p)].grad is None:
-            memo[id(p)].grad = _meta(p.grad.detach())
+        twin = _twin_into(memo, p)
+        if p.grad is not None and twin.grad is None:
+            twin.grad = _meta(p.grad.detach())
     for p, state in opt.state.items():
         for v in state.values():
             if isinstance(v, torch.Tensor) and id(v) not in memo:
@@ -440,8 +444,6 @@ def _reached_outside(fn) -> list[tuple[str, object, list]]:
             if isinstance(value, torch.nn.Module):
                 tensors = list(value.parameters()) + list(value.buffers())
             elif isinstance(value, torch.optim.Optimizer):
-                from .compare import reachable_tensors
-
                 tensors = reachable_tensors(value)
             else:
                 tensors = [value] if isinstance(value, torch.Tensor) else []
