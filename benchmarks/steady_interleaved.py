@@ -13,6 +13,7 @@ step's kernel count and device time.
     source .device/setup.sh && python3 benchmarks/steady_interleaved.py                 # GPU machine, ~3 min
     python3 benchmarks/steady_interleaved.py --device cpu --configs eager dataflow-eager --rounds 3   # a smoke run
     python3 benchmarks/steady_interleaved.py --configs torch.compile memory-nvfuser memory-nvfuser~noregionviews
+    python3 benchmarks/steady_interleaved.py --configs torch.compile dataflow-nvfuser dataflow-nvfuser~nowidecopy
 
 A name ``NAME~VARIANT`` is configuration NAME compiled with one runtime piece off (:data:`VARIANTS`), an A/B of that
 piece in one process.
@@ -35,7 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 # NAME~VARIANT: configuration NAME compiled with one runtime piece switched off, for an A/B in one process
-VARIANTS = {"noregionviews": "nvFuser region programs keep their view steps as aten calls (no folding)"}
+VARIANTS = {"noregionviews": "nvFuser region programs keep their view steps as aten calls (no folding)",
+            "nowidecopy": "nvFuser region programs copy head transposes element by element (torch's clone), "
+                          "not in 16- or 8-byte words (runtime/wide_copy.py)"}
 
 
 def split_variant(name: str) -> tuple[str, str | None]:
@@ -50,16 +53,23 @@ def split_variant(name: str) -> tuple[str, str | None]:
 @contextlib.contextmanager
 def variant_of(variant: str | None):
     """Compile (the first step) inside this: the variant's piece is off while the programs are generated."""
-    if variant != "noregionviews":
-        yield
-        return
-    from trace_lab.executors.nvfuser_region import RegionProgram
+    from trace_lab.executors import nvfuser_region
 
-    RegionProgram.fold_views = False
-    try:
+    if variant == "noregionviews":
+        nvfuser_region.RegionProgram.fold_views = False
+        try:
+            yield
+        finally:
+            nvfuser_region.RegionProgram.fold_views = True
+    elif variant == "nowidecopy":
+        word_for = nvfuser_region.word_for
+        nvfuser_region.word_for = lambda value: None
+        try:
+            yield
+        finally:
+            nvfuser_region.word_for = word_for
+    else:
         yield
-    finally:
-        RegionProgram.fold_views = True
 
 
 DEFAULT = ["eager", "torch.compile", "layers-inductor", "dataflow-inductor", "memory-inductor", "dataflow-nvfuser",

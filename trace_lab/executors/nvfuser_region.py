@@ -57,6 +57,7 @@ import torch.fx as fx
 
 from ..analysis.buffers import alias_sources
 from ..runtime.interpreter import as_reshape
+from ..runtime.wide_copy import wide_clone, word_for
 from . import nvfuser_ops
 from .nvfuser_ops import METADATA_OPS, Builder, fusible_reason, table_entry
 
@@ -66,7 +67,14 @@ __all__ = ["Segment", "split_region", "plan_in_place", "segment_signature", "bui
 
 def torch_target(n: fx.Node):
     """The callable a torch step runs: ``view`` (and ``_unsafe_view``) as ``reshape``, since a value an nvFuser
-    segment produced may be laid out differently from eager's (same values)."""
+    segment produced may be laid out differently from eager's (same values); a contiguous ``clone`` of a value
+    whose recorded innermost dim is contiguous (an attention head's transpose) in 16- or 8-byte words
+    (:mod:`..runtime.wide_copy`: torch's copy kernel moves one element at a time)."""
+    if n.target is torch.ops.aten.clone.default and n.kwargs.get("memory_format") is torch.contiguous_format \
+            and isinstance(n.args[0], fx.Node):
+        word = word_for(n.args[0].meta.get("val"))
+        if word is not None:
+            return wide_clone(word)
     return as_reshape(n.target)
 
 
