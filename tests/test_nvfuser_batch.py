@@ -93,6 +93,57 @@ def test_two_identical_updates_form_one_group_of_two():
     assert [tuple(x.meta["val"].shape) for x in group.seg.inputs] == [(2, 8), (2, 8)]
 
 
+def test_each_result_is_written_over_its_own_input_stack():
+    """The one result of the two updates goes over the stack of a and b (the inputs it updates), so a call holds
+    two stacks of two float32 [8] members (64 B each) where fresh results would make it three; the stack of x and
+    y is only read."""
+    seg = _segment(_two_updates, (8,), (8,), (8,), (8,))
+    (group,) = nvfuser_batch.batch_plan(seg).groups
+    assert group.seg.in_place == {group.seg.outputs[0]: group.seg.inputs[0]}
+    values = [x.meta["val"] for x in seg.inputs]
+    plan = nvfuser_batch.batch_plan(seg)
+    assert nvfuser_batch.stack_workspace(plan, values) == 2 * 64
+    assert nvfuser_batch.stack_workspace(plan, values, write_over=False) == 3 * 64
+    # two groups: the first group's results wait for the copy at the end, in its own stacks when written over
+    seg = _segment(_two_shapes, (8,), (8,), (8,), (8,), (4, 8), (4, 8), (4, 8), (4, 8))
+    plan = nvfuser_batch.batch_plan(seg)
+    assert sorted(g.n for g in plan.groups) == [2, 2]
+    values = [x.meta["val"] for x in seg.inputs]
+    first, second = (2 * 8 * 4, 2 * 32 * 4) if plan.groups[0].seg.inputs[0].meta["val"].shape == (2, 8) else \
+        (2 * 32 * 4, 2 * 8 * 4)
+    assert nvfuser_batch.stack_workspace(plan, values) == max(2 * first, first + 2 * second)
+    assert nvfuser_batch.stack_workspace(plan, values, write_over=False) == max(3 * first, first + 3 * second)
+
+
+def _two_shapes(a, b, x, y, c, d, u, v):
+    a.copy_(a * 2 + x)
+    b.copy_(b * 2 + y)
+    c.copy_(c * 2 + u)
+    d.copy_(d * 2 + v)
+    return ()
+
+
+@pytest.mark.parametrize("over", [True, False])
+def test_adam_writes_its_results_over_the_stacks_with_donate_inplace_and_matches_eager(monkeypatch, over):
+    """Every batched result of Adam's update (parameter, both moments, step count) is written over its own input
+    stack with ``donate_inplace`` (the runner hands the stack on), and none without; three steps equal eager's
+    either way."""
+    cpu_nvfuser(monkeypatch)
+    places = []
+    real_call = nvfuser_batch.BatchedRunner.__call__
+    monkeypatch.setattr(nvfuser_batch.BatchedRunner, "__call__", lambda self, ins: places.append(
+        [kind for d in self.definitions for kind, _, _ in d.places]) or real_call(self, ins))
+    opt, ref = _adam(SHAPES), _adam(SHAPES)
+    jfn = trace_lab.jit(opt.step, fusion="horizontal", executor="nvfuser", donate_inplace=over)
+    for _ in range(3):
+        jfn()
+        ref.step()
+    for got, want in zip(_state(opt), _state(ref), strict=True):
+        torch.testing.assert_close(got, want)
+    assert places and all(len(p) == 2 * 4 for p in places), places  # two groups, four results each
+    assert all(set(p) == ({"in"} if over else {"out"}) for p in places), places
+
+
 def _other_constants(a, b, x, y):
     a.copy_(a * 2 + x)
     b.copy_(b * 3 + y)

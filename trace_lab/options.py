@@ -101,7 +101,8 @@ SCHEMA: tuple[Option, ...] = (
     Option("donate_inplace", bool, True, stage="executor", surfaces=_COMPILE | {"widget"}, label="write in place",
            word="in-place donation",
            help="with donate_inputs: a region's output may also be written over an input that dies in it "
-                "(Inductor's DonatedBuffer reuse; with nvFuser, alias_input, where the segment is elementwise), as "
+                "(Inductor's DonatedBuffer reuse; with nvFuser, alias_input, where the segment is elementwise, and "
+                "each batched update's result over its own stack), as "
                 "torch.compile does with a graph's own intermediates; a signature whose "
                 "regions donate different inputs compiles for the ones all of them donate (and once more, plainly, "
                 "for a region that donates none, except with fusion='layers'). Off: outputs are fresh buffers."),

@@ -210,7 +210,7 @@ class NvFuserExecutor(Executor):
                 continue
             steps, _ = split_region(trace.gm.get_submodule(node.target), self.compile_reason)
             plans = [(batch_plan(seg), seg) for kind, seg in steps if kind == "fuse"]
-            sizes = [stack_workspace(plan, [x.meta["val"] for x in seg.inputs], rounding)
+            sizes = [stack_workspace(plan, [x.meta["val"] for x in seg.inputs], rounding, self.donate_inplace)
                      for plan, seg in plans if plan is not None]
             if sizes:
                 found[node.name] = max(sizes)
@@ -465,7 +465,7 @@ class NvFuserExecutor(Executor):
             plan = batch_plan(seg)
             if plan is None:
                 return None
-            made = [self._definition(g.seg) for g in plan.groups]
+            made = [self._definition(g.seg, in_place=self.donate_inplace) for g in plan.groups]
         except Exception as e:  # noqa: BLE001 - nvFuser refused it: the segment builds unbatched
             notes.append(f"{name}: its updates could not be batched ({type(e).__name__}: {_first_line(e)}); "
                          "they build unbatched")

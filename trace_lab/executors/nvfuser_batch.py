@@ -7,7 +7,8 @@ fall into connected components (ops joined by the values they pass; inputs do no
 one structure (same ops, wiring, constants, shapes and dtypes, the same shared inputs) form a group, and a group
 runs as one definition over its members' inputs stacked along a new leading dim: ``[N, *S]`` for a value of the
 component's shape ``S``, ``[N, 1, ...]`` for a 0-d one, so the component's elementwise ops broadcast as before.
-Its outputs are the values the segment's ``copy_``\\ s write, fresh, and one ``torch._foreach_copy_`` per call
+Its outputs are the values the segment's ``copy_``\\ s write, each written over the stack of the input it updates
+(``alias_input``, with the executor's ``donate_inplace``; fresh without), and one ``torch._foreach_copy_`` per call
 puts each member's slice in place.
 
 Only where that is exact and cheap to prove: every op elementwise (aten's ``pointwise`` tag, ``prims.fma``, the
@@ -19,7 +20,8 @@ its whole stack alive; independent forward paths whose outputs are written over 
 01's ten paths) would add their size again to the peak the notebook teaches (horizontal fusion's 11 matrices,
 torch.compile's figure, became 30 on the GPU check at 249a3d7, when such outputs were batched too). Both stay
 unbatched. All reads happen when the inputs are stacked and all writes at the end, which is the order a
-component's own ops imply. The price: the stacks are the region's workspace (measured as any region's) and
+component's own ops imply. The price: the stacks are the region's workspace (measured as any region's; Adam's
+update holds four stacks, parameters, gradients and both moments, where fresh results made it seven) and
 each update's data crosses memory twice more (stacked in, copied back), a time-for-memory trade, taken only
 while the stacks of a segment stay under :data:`MAX_STACK_BYTES` (1 GiB): larger updates are not host-bound.
 :func:`batched_update_program` asks the same of a whole captured program, for ``fusion="auto"``;
@@ -73,8 +75,9 @@ class _Component:
 class BatchGroup:
     """One definition's worth: ``seg`` (its own fx graph, stacked shapes), ``n`` members, and how the runner
     feeds and empties it: ``inputs`` per definition input ``("stack", [segment input positions], view shape or
-    None)`` or ``("shared", position, None)``; ``outputs`` per definition output ``(view shape, [segment input
-    position each member's slice is copied into])``."""
+    None)`` or ``("shared", position, None)``; ``outputs`` per segment output ``(view shape, [segment input
+    position each member's slice is copied into])``. ``seg.in_place`` pairs an output with the stack it may be
+    written over (:func:`_group_segment`), which the executor takes with ``donate_inplace``."""
     seg: Segment
     n: int
     inputs: list
@@ -216,7 +219,16 @@ def _group_segment(members: list, shared: dict, position: dict) -> tuple[Segment
     for j, (value, x) in enumerate(rep.writes):
         outputs.append(env[value])
         empty.append(((n, *_val(x).shape), [position[m.writes[j][1]] for m in members]))
-    return Segment(ops, inputs, outputs), feed, empty
+    return Segment(ops, inputs, outputs, in_place=_over_stacks(outputs, [env[x] for _, x in rep.writes])), feed, empty
+
+
+def _over_stacks(outputs: list, stacks: list) -> dict:
+    """Output -> the stacked input it may be written over (``fd.add_output(out, alias_input=stack)``): the stack of
+    the input its members' ``copy_`` writes (of its dtype and shape: :func:`_checked` batches no ``copy_`` that
+    casts or broadcasts), where that output is written once. The stacks are the runner's own and die with the
+    call, and every op of a batched group is elementwise at the stacks' shape, so element i is read before it is
+    written (what ``plan_in_place`` relies on too)."""
+    return {o: x for o, x in zip(outputs, stacks) if outputs.count(o) == 1 and o is not x}
 
 
 def _nbytes(n) -> int:
@@ -266,25 +278,34 @@ def batch_plan(seg: Segment) -> BatchPlan | None:
     return BatchPlan(batched)
 
 
-def stack_workspace(plan: BatchPlan, values: list, rounding: int = 1) -> int:
+def stack_workspace(plan: BatchPlan, values: list, rounding: int = 1, write_over: bool = True) -> int:
     """The bytes a :class:`BatchedRunner` call of ``plan`` holds at its peak beyond the segment's inputs, known
     before anything compiles (``predict`` prices batched regions with it): per group, its stacked inputs (one
-    allocation each; a shared input only where it is not dense) and its stacked results, while the results of the
-    groups before it wait for the one copy at the end. ``values``: the segment inputs' tensors (meta will do)."""
+    allocation each; a shared input only where it is not dense) and its fresh stacked results, while the results of
+    the groups before it wait for the one copy at the end. ``write_over`` (the executor's ``donate_inplace``): a
+    result written over its input stack (``seg.in_place``) takes no allocation, and that stack, not the other
+    stacks of its group, is what waits. ``values``: the segment inputs' tensors (meta will do)."""
     def size(v) -> int:
         return v.numel() * v.element_size()
 
     held = peak = 0
     for g in plan.groups:
-        made = 0
-        for kind, which, _ in g.inputs:
+        stacks, made = {}, 0
+        for j, (kind, which, _) in enumerate(g.inputs):
             if kind == "stack":
-                made += round_up(sum(size(values[i]) for i in which), rounding)
+                stacks[j] = round_up(sum(size(values[i]) for i in which), rounding)
+                made += stacks[j]
             elif not values[which].is_contiguous():
                 made += round_up(size(values[which]), rounding)
-        results = sum(round_up(sum(size(values[i]) for i in into), rounding) for _, into in g.outputs)
-        peak = max(peak, held + made + results)
-        held += results
+        over = g.seg.in_place if write_over else {}
+        kept = fresh = 0
+        for o, (_, into) in zip(g.seg.outputs, g.outputs):
+            if o in over:
+                kept += stacks[g.seg.inputs.index(over[o])]
+            else:
+                fresh += round_up(sum(size(values[i]) for i in into), rounding)
+        peak = max(peak, held + made + fresh)
+        held += fresh + kept
     return peak
 
 
@@ -311,8 +332,10 @@ def batched_update_program(gm: fx.GraphModule, constants: frozenset | set = froz
 
 class BatchedRunner:
     """Runs a batched segment (:func:`batch_plan`): per group, stack the members' inputs, execute its
-    definition; then one ``torch._foreach_copy_`` writes every member's slices into place. Returns the segment's
-    outputs: none (:func:`batch_plan` batches segments without)."""
+    definition (which may write results over their input stacks: its ``places``); then one
+    ``torch._foreach_copy_`` writes every member's slices into place. Returns the segment's outputs: none
+    (:func:`batch_plan` batches segments without). ``definitions``: per group, the executor's built definition
+    (``fd``, ``places`` as :func:`.nvfuser_region.output_places` gives them, and the inputs it takes lifted)."""
 
     def __init__(self, plan: BatchPlan, definitions: list):
         self.plan = plan
@@ -329,9 +352,12 @@ class BatchedRunner:
                 else:
                     t = stack([ins[i] for i in which])
                     given.append(t if view is None else t.view(view))
+            for i in d.lifted:  # a shared 0-d input beside results written over stacks: [1] * rank, no broadcast op
+                given[i] = given[i].view(*d.lift_shape)
             res = d.fd.execute(given)
-            for k, (view, into) in enumerate(group.outputs):
-                dests.extend([ins[i] for i in into])
-                srcs.extend(res[k].view(view).unbind(0))
+            for (kind, i, shape), (view, into) in zip(d.places, group.outputs):
+                dests.extend([ins[k] for k in into])
+                out = res[i] if kind == "out" else given[i] if shape is None else given[i].view(shape)
+                srcs.extend(out.view(view).unbind(0))
         foreach_copy(dests, srcs)
         return []
