@@ -23,11 +23,26 @@ def _heads(dtype, b=2, t=8, h=4, d=16):
     return qkv[..., h * d: 2 * h * d].view(b, t, h, d).permute(0, 2, 1, 3)
 
 
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 def _same_as_clone(x, got):
+    """``got`` is ``x``'s contiguous clone: dtype, shape, strides, and every bit (compared as integers, so NaN
+    payloads count too), in storage of its own."""
     want = x.clone(memory_format=torch.contiguous_format)
     assert got.dtype == want.dtype and got.shape == want.shape and got.stride() == want.stride()
-    assert torch.equal(got, want)
+    bits = _BITS[got.element_size()]
+    assert torch.equal(got.view(bits), want.view(bits))
     assert got.data_ptr() != x.data_ptr()
+
+
+def _every_bit_pattern(dtype, *shape, device="cpu"):
+    """A tensor of ``dtype`` holding random bit patterns: NaNs with any payload (quiet and signalling ones, also
+    as the halves of a float64 word), infinities and subnormals among them."""
+    bits = _BITS[torch.empty((), dtype=dtype).element_size()]
+    info = torch.iinfo(bits)
+    g = torch.Generator(device=device).manual_seed(0)
+    return torch.randint(info.min, info.max, shape, dtype=bits, generator=g, device=device).view(dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int32])
@@ -60,6 +75,15 @@ def test_words_follow_the_innermost_dim_and_the_strides():
     wide = torch.randn(1, 8, 16).to(bf16).expand(3, 8, 16)
     assert word_for(wide) is torch.complex128
     _same_as_clone(wide, wide_clone(torch.complex128)(wide, memory_format=torch.contiguous_format))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_every_bit_pattern_survives_the_words(dtype):
+    """Copied as complex128 or int64 words, no NaN is quietened and no payload changes: the copy moves bits."""
+    x = _every_bit_pattern(dtype, 4, 32, 3 * 4 * 16)[..., 4 * 16: 8 * 16].view(4, 32, 4, 16).permute(0, 2, 1, 3)
+    assert torch.isnan(x).any()
+    for word in (torch.complex128, torch.int64):
+        _same_as_clone(x, wide_clone(word)(x, memory_format=torch.contiguous_format))
 
 
 def test_a_value_in_another_layout_than_recorded_falls_back_to_the_clone():
@@ -137,10 +161,9 @@ def test_the_executor_picks_words_from_the_recorded_layout_and_the_benchmarks_ab
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_head_transposes_on_cuda_copy_in_words_exactly(dtype):
-    """On the device the words are the copy kernel's vector loads: the result is still the clone's, bit for bit,
-    and an input that starts off a word's alignment takes the clone."""
-    torch.manual_seed(0)
-    qkv = torch.randn(4, 64, 3 * 8 * 64, device="cuda").to(dtype)
+    """On the device the words are the copy kernel's vector loads: the result is still the clone's, bit for bit
+    (NaN payloads included), and an input that starts off a word's alignment takes the clone."""
+    qkv = _every_bit_pattern(dtype, 4, 64, 3 * 8 * 64, device="cuda")  # NaN payloads included
     q = qkv[..., 8 * 64: 2 * 8 * 64].view(4, 64, 8, 64).permute(0, 2, 1, 3)
     run = wide_clone(word_for(q))
     _same_as_clone(q, run(q, memory_format=torch.contiguous_format))
