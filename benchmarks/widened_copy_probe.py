@@ -11,8 +11,12 @@ time under torch.profiler, median of 50 calls after 10 warm-up), and Inductor's 
 """
 import statistics
 import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from trace_lab.runtime.wide_copy import wide_clone  # noqa: E402
 
 if not torch.cuda.is_available():
     sys.exit("widened_copy_probe.py times CUDA copies: it needs a CUDA device")
@@ -30,11 +34,11 @@ def clone(x):
 
 
 def widened(word):
-    def run(x):
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        out.view(word).copy_(x.view(word))
-        return out
-    return run
+    """The lab's word copy (trace_lab/runtime/wide_copy.py). The first result file,
+    ``results/2026-11-29-h200-83a2ad0-dirty-widened-copy-probe.txt``, timed ``torch.empty`` + ``copy_`` of the two
+    word views instead: the same copy kernel on the same words."""
+    run = wide_clone(word)
+    return lambda x: run(x, memory_format=torch.contiguous_format)
 
 
 def timed(fn, x, reps=50):
