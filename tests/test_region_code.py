@@ -27,3 +27,33 @@ def test_inductor_region_code_is_its_output_code():
 def test_before_a_call_it_says_so():
     with pytest.raises(trace_lab.TraceLabError, match="call the jitted function first"):
         trace_lab.region_code(trace_lab.jit(_fn, executor="inductor"), "fusion0")
+
+
+def test_nvfuser_region_code_is_its_program_with_a_legend_and_its_definitions(monkeypatch):
+    """nvFuser (the CPU stand-in, tests/nvfuser_cpu.py), llama2 dataflow: each region's text is its generated
+    program, what each name the program calls is, and its FusionDefinitions. A region that only lays values out
+    (an attention head's transpose) has no definition: its program is what it runs, and the legend names the
+    clone it copies in words."""
+    import re
+
+    from examples.workloads import WORKLOADS
+    from tests.nvfuser_cpu import cpu_nvfuser
+
+    cpu_nvfuser(monkeypatch)
+    fn, args = WORKLOADS["llama2"].make("cpu", "small")
+    jfn = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")
+    jfn(*args)
+    regions = [str(n.target) for n in trace_lab.last_traces(jfn)[-1].ops if n.op == "call_module"]
+    texts = [trace_lab.region_code(jfn, r) for r in regions]
+    assert texts and all(t.startswith("# the region's program: torch steps and nvFuser segment calls\n") for t in texts)
+    layout = [t for t in texts if "# nvFuser definition" not in t]
+    fused = [t for t in texts if "# nvFuser definition 0\n" in t]
+    assert layout and fused and len(layout) + len(fused) == len(texts)
+    for t in fused:  # the segment call's name is explained as a runner of a definition
+        (runner,) = set(re.findall(r"_r = (_g_s\d+)\(", t))
+        assert re.search(rf"^#   {runner}: \w*SegmentRunner \(runs an nvFuser definition\)$", t, re.M), t
+    copied = []
+    for t in layout:
+        for name in re.findall(r"^\s+clone\w* = (_g_f\d+)\(", t, re.M):
+            copied.append(re.search(rf"^#   {name}: (\S+)$", t, re.M).group(1))
+    assert "clone_in_16_byte_words" in copied and "aten.clone.default" in copied, copied  # q, v; and k's transpose

@@ -140,7 +140,8 @@ def profile_lines(jfn, *args, loss=None, kwargs=None, repeat=1):
 
 def region_code(jfn, region: str, kind: str = "forward") -> str:
     """The code the executor generated for one fused region of the last ``kind`` program (Inductor's output
-    code with its kernels, nvFuser's FusionDefinitions)."""
+    code with its kernels; for nvFuser, the region's program, its torch steps and segment calls with what each
+    called name is, then its FusionDefinitions)."""
     from .run.jit import compiled_of, final_stage
 
     compiled = compiled_of(jfn, final_stage(jfn, kind, None, "region_code"))

@@ -116,6 +116,20 @@ class _SegmentRunner:
                 return
 
 
+def _region_text(program, definitions: list) -> str:
+    """What :func:`trace_lab.region_code` shows for an nvFuser region: its generated program (torch steps and
+    segment calls) with what each called name is (``RegionProgram.legend``: a head transpose's
+    ``clone_in_16_byte_words`` among them), then each FusionDefinition. A region that only lays values out has no
+    definition, and its program is all it runs. A region that runs another region's code has no program here."""
+    parts = []
+    if program is not None:
+        names = "".join(f"\n#   {name}: {what}" for name, what in program.legend().items())
+        parts.append("# the region's program: torch steps and nvFuser segment calls\n" + program.source.strip()
+                     + ("\n# where" + names if names else ""))
+    parts += [f"# nvFuser definition {i}\n{repr(fd).strip()}" for i, fd in enumerate(definitions)]
+    return "\n\n".join(parts)
+
+
 def _dense_strides(seg: Segment) -> list:
     return [torch.empty(tuple(x.meta["val"].shape), device="meta").stride() for x in seg.inputs]
 
@@ -323,7 +337,8 @@ class NvFuserExecutor(Executor):
                                    source=program.source, regions=regions, notes=notes, generated=program)
         compiled.definitions = definitions  # region name -> [FusionDefinition]; see region_definitions()
         compiled.region_programs = region_programs
-        compiled.region_code = {name: (lambda fds=fds: "\n\n".join(repr(fd) for fd in fds)) for name, fds in definitions.items()}
+        compiled.region_code = {name: (lambda name=name, fds=fds: _region_text(region_programs.get(name), fds))
+                                for name, fds in definitions.items()}
         return compiled
 
     def _written_over(self, jobs: list) -> list:

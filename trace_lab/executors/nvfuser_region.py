@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -617,3 +618,26 @@ class RegionProgram:
 
     def __call__(self, *args):
         return self.run(*args)
+
+    def legend(self) -> dict[str, str]:
+        """What each global the program's source names (``_g_f3``, ``_g_s5``, ``_g_c4``: the generated code binds
+        its callables and constants so) is: an aten op by its name, a function by its own
+        (``clone_in_16_byte_words``: a head transpose copied in words), a segment's runner as nvFuser's, a constant
+        by its value (cut at 60 characters). For :func:`trace_lab.region_code`."""
+        fn = self.views.fast if self.views is not None else self.boxed
+        bound = getattr(fn, "__globals__", {})
+        out = {}
+        for name in dict.fromkeys(re.findall(r"\b_g_[a-z]+\d+\b", self.source)):
+            if name not in bound:
+                continue
+            v = bound[name]
+            if not callable(v):
+                text = repr(v)
+                out[name] = text if len(text) <= 60 else text[:57] + "..."
+            elif isinstance(v, torch._ops.OpOverload):
+                out[name] = str(v)
+            elif hasattr(v, "__name__"):
+                out[name] = v.__name__
+            else:
+                out[name] = f"{type(v).__name__.lstrip('_')} (runs an nvFuser definition)"
+        return out
