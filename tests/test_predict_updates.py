@@ -144,3 +144,35 @@ def test_an_optimizer_passed_beside_its_model_steps_the_models_twin():
     assert [(p.kind, p.program) for p in pred.parts] == [("forward", 0), ("backward", 0), ("inference", 1)]
     assert pred.peak("none", "inference", 1) == 64 * 64 * 4 + 64 * 4
     assert torch.equal(model.weight, weight) and model.weight.grad is None and not opt.state
+
+
+def test_a_compiled_regions_fma_does_not_make_the_figure_a_lower_bound(monkeypatch):
+    """Adam's lerp decomposes to ``prims.fma``, whose scratch op by op is its product's temporary (unknown on meta,
+    so a line holding it is a lower bound). Inside a compiled region (Inductor's, nvFuser's) nothing makes that
+    temporary, so the row is exact; op by op (strategy ``none``, or the eager executor's regions) it stays marked."""
+    cpu_nvfuser(monkeypatch)
+    opt = _adam(n=3, numel=64)
+    opt.step()  # the moments exist: the step reads and writes them
+
+    def bounds(strategy, executor):
+        pred = trace_lab.predict(opt.step, strategies=[strategy], executor=executor, device="cpu")
+        (part,) = pred.parts
+        return part.lower_bound
+
+    assert bounds("horizontal", "inductor") == "" and bounds("dataflow", "nvfuser") == ""
+    assert "prims.fma.default" in bounds("horizontal", "eager")
+    assert "prims.fma.default" in bounds("none", "inductor")
+
+
+def test_fused_away_is_the_composite_kernels_only():
+    import torch.fx as fx
+
+    from trace_lab.analysis.op_scratch import fused_away
+
+    g = fx.Graph()
+    x = g.placeholder("x")
+    nodes = {name: g.call_function(op, args) for name, op, args in [
+        ("fma", torch.ops.prims.fma.default, (x, x, x)), ("isinf", torch.ops.aten.isinf.default, (x,)),
+        ("conv", torch.ops.aten.convolution.default, (x, x, None, [1], [0], [1], False, [0], 1)),
+        ("add", torch.ops.aten.add.Tensor, (x, x))]}
+    assert {name for name, n in nodes.items() if fused_away(n)} == {"fma", "isinf"}

@@ -28,13 +28,17 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
-__all__ = ["SCRATCH_OPS", "SCRATCH_OPS_BY_NAME", "CUDA_SCRATCH_OPS", "CPU_LOW_PRECISION_SCRATCH_OPS", "VALUE_DEPENDENT_SCRATCH",
+__all__ = ["COMPOSITE", "SCRATCH_OPS", "SCRATCH_OPS_BY_NAME", "CUDA_SCRATCH_OPS", "CPU_LOW_PRECISION_SCRATCH_OPS", "VALUE_DEPENDENT_SCRATCH",
            "OpScratch", "scratch_nodes", "has_scratch", "op_signature", "op_scratch_bytes", "scratch_unknown",
-           "lower_bound_note", "bound_note"]
+           "lower_bound_note", "bound_note", "fused_away"]
 
 aten = torch.ops.aten
 
 # ---- Which ops allocate scratch inside their call: THE table -----------------------------------
+# the category of ops whose scratch is the temporaries of a kernel written as several calls: a compiled region
+# that holds one fuses them away (:func:`fused_away`)
+COMPOSITE = "composite kernels (temporaries)"
+
 SCRATCH_OPS: dict[str, tuple] = {
     "convolution": (aten.convolution, aten.convolution_backward, aten._convolution, aten.convolution_overrideable,
                     aten.convolution_backward_overrideable, aten.mkldnn_convolution, aten._slow_conv2d_forward,
@@ -60,12 +64,12 @@ SCRATCH_OPS: dict[str, tuple] = {
     "attention (CPU flash kernels)": (aten._scaled_dot_product_flash_attention_for_cpu,
                                       aten._scaled_dot_product_flash_attention_for_cpu_backward),
     # kernels written as several aten calls, whose intermediates live only inside the call
-    "composite kernels (temporaries)": (aten.isinf,),
+    COMPOSITE: (aten.isinf,),
 }
 _PACKETS = frozenset(p for ops in SCRATCH_OPS.values() for p in ops)
 # the same, for operators registered only once torch._prims is imported, by their qualified name: prims.fma (the
 # decomposition of lerp and addcmul) runs op by op as (a * b) + c, its product a temporary the size of the result
-SCRATCH_OPS_BY_NAME: dict[str, str] = {"prims::fma": "composite kernels (temporaries)"}
+SCRATCH_OPS_BY_NAME: dict[str, str] = {"prims::fma": COMPOSITE}
 
 # Ops whose scratch depends on their input's *values*, not only its layout: measured with every floating
 # input filled with VALUE_DEPENDENT_FILL, the case that takes the most, so the line's figure is an upper
@@ -137,6 +141,17 @@ def has_scratch(node: fx.Node) -> bool:
     return packet in _PACKETS or target._schema.name in SCRATCH_OPS_BY_NAME or \
         (packet in _CUDA_PACKETS and _on_cuda(node)) or \
         (packet in _CPU_LOW_PRECISION_PACKETS and _low_precision_on_cpu(node))
+
+
+def fused_away(node: fx.Node) -> bool:
+    """Whether ``node``'s scratch is only the temporaries of a kernel written as several calls (:data:`COMPOSITE`:
+    ``prims.fma``'s product, ``isinf``'s intermediates), which a compiled region holding the op never makes: its
+    code computes the op elementwise with the rest of the region."""
+    target = node.target
+    if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+        return False
+    return SCRATCH_OPS_BY_NAME.get(target._schema.name) == COMPOSITE or \
+        target.overloadpacket in SCRATCH_OPS[COMPOSITE]
 
 
 def _describe(x) -> str:

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ..analysis.liveness import compute_liveness
-from ..analysis.op_scratch import scratch_unknown
+from ..analysis.op_scratch import fused_away, scratch_unknown
 from ..analysis.region_record import plan_record
 from ..analysis.storage import CUDA_ROUNDING
 from ..capture.session import program_parts
@@ -150,12 +150,16 @@ def _figure(part: PartPeak, n: int) -> str:
     return (">= " if part.lower_bound else "") + format_bytes(n)
 
 
-def _lower_bound(trace) -> str:
-    """Why ``trace``'s priced peak is a lower bound: the ops (regions' inner ops too) whose scratch is unknown."""
+def _lower_bound(trace, compiled: bool) -> str:
+    """Why ``trace``'s priced peak is a lower bound: the ops (regions' inner ops too) whose scratch is unknown.
+    ``compiled`` (the executor compiles its regions): a region's inner op whose scratch is only a composite
+    kernel's temporaries (``prims.fma``, Adam's lerp) is not one, since the region's code never makes them."""
     ops: dict[str, str] = {}
     modules = [trace.gm] + [m for _, m in trace.gm.named_modules() if m is not trace.gm and hasattr(m, "graph")]
     for gm in modules:
         for n in gm.graph.nodes:
+            if compiled and gm is not trace.gm and fused_away(n):
+                continue
             why = scratch_unknown(n, trace.op_scratch) if n.op == "call_function" else None
             if why:
                 ops.setdefault(str(n.target), why)
@@ -504,4 +508,5 @@ def _predict_strategies(result: Prediction, fn, meta_args, meta_kwargs, chosen, 
             live = compute_liveness(part.traces[-1], materialized_regions=planner.materializes_regions,
                                     rounding=rounding)
             result.parts.append(PartPeak(strategy, program.index, part.kind, live.peak_above_inputs_bytes,
-                                         live.peak_bytes, live.entry_bytes, _lower_bound(part.traces[-1])))
+                                         live.peak_bytes, live.entry_bytes,
+                                         _lower_bound(part.traces[-1], not planner.materializes_regions)))
