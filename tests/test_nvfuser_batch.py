@@ -36,22 +36,30 @@ def _state(opt):
 SHAPES = [(4, 8), (16,), (4, 8), (16,), (4, 8)]
 
 
-@pytest.mark.parametrize("batch", [True, False])
-def test_adam_over_two_shapes_batches_by_shape_and_matches_eager(monkeypatch, batch):
-    """Five parameters of two shapes in one horizontal region: two groups (3 and 2 updates), each one definition;
-    three steps equal eager's (parameters and both moments, and the step counts). Off: no batched runner."""
+def _three_steps_against_eager(monkeypatch, seen, **options) -> list:
+    """Adam over :data:`SHAPES` through the stand-in, horizontal nvFuser with ``options``: three steps checked
+    against eager's (parameters, both moments, step counts); returns ``seen(runner)`` for each batched call."""
     cpu_nvfuser(monkeypatch)
-    groups = []
+    calls = []
     real_call = nvfuser_batch.BatchedRunner.__call__
     monkeypatch.setattr(nvfuser_batch.BatchedRunner, "__call__",
-                        lambda self, ins: groups.append(sorted(g.n for g in self.plan.groups)) or real_call(self, ins))
+                        lambda self, ins: calls.append(seen(self)) or real_call(self, ins))
     opt, ref = _adam(SHAPES), _adam(SHAPES)
-    jfn = trace_lab.jit(opt.step, fusion="horizontal", executor="nvfuser", batch_updates=batch)
+    jfn = trace_lab.jit(opt.step, fusion="horizontal", executor="nvfuser", **options)
     for _ in range(3):
         jfn()
         ref.step()
     for got, want in zip(_state(opt), _state(ref), strict=True):
         torch.testing.assert_close(got, want)
+    return calls
+
+
+@pytest.mark.parametrize("batch", [True, False])
+def test_adam_over_two_shapes_batches_by_shape_and_matches_eager(monkeypatch, batch):
+    """Five parameters of two shapes in one horizontal region: two groups (3 and 2 updates), each one definition;
+    three steps equal eager's (parameters and both moments, and the step counts). Off: no batched runner."""
+    groups = _three_steps_against_eager(monkeypatch, lambda runner: sorted(g.n for g in runner.plan.groups),
+                                        batch_updates=batch)
     # (the first call also runs the program once more to check it)
     assert (len(groups) >= 3 and all(g == [2, 3] for g in groups)) if batch else groups == [], groups
 
@@ -98,10 +106,10 @@ def test_each_result_is_written_over_its_own_input_stack():
     two stacks of two float32 [8] members (64 B each) where fresh results would make it three; the stack of x and
     y is only read."""
     seg = _segment(_two_updates, (8,), (8,), (8,), (8,))
-    (group,) = nvfuser_batch.batch_plan(seg).groups
+    plan = nvfuser_batch.batch_plan(seg)
+    (group,) = plan.groups
     assert group.seg.in_place == {group.seg.outputs[0]: group.seg.inputs[0]}
     values = [x.meta["val"] for x in seg.inputs]
-    plan = nvfuser_batch.batch_plan(seg)
     assert nvfuser_batch.stack_workspace(plan, values) == 2 * 64
     assert nvfuser_batch.stack_workspace(plan, values, write_over=False) == 3 * 64
     # two groups: the first group's results wait for the copy at the end, in its own stacks when written over
@@ -128,18 +136,8 @@ def test_adam_writes_its_results_over_the_stacks_with_donate_inplace_and_matches
     """Every batched result of Adam's update (parameter, both moments, step count) is written over its own input
     stack with ``donate_inplace`` (the runner hands the stack on), and none without; three steps equal eager's
     either way."""
-    cpu_nvfuser(monkeypatch)
-    places = []
-    real_call = nvfuser_batch.BatchedRunner.__call__
-    monkeypatch.setattr(nvfuser_batch.BatchedRunner, "__call__", lambda self, ins: places.append(
-        [kind for d in self.definitions for kind, _, _ in d.places]) or real_call(self, ins))
-    opt, ref = _adam(SHAPES), _adam(SHAPES)
-    jfn = trace_lab.jit(opt.step, fusion="horizontal", executor="nvfuser", donate_inplace=over)
-    for _ in range(3):
-        jfn()
-        ref.step()
-    for got, want in zip(_state(opt), _state(ref), strict=True):
-        torch.testing.assert_close(got, want)
+    places = _three_steps_against_eager(
+        monkeypatch, lambda runner: [kind for d in runner.definitions for kind, _, _ in d.places], donate_inplace=over)
     assert places and all(len(p) == 2 * 4 for p in places), places  # two groups, four results each
     assert all(set(p) == ({"in"} if over else {"out"}) for p in places), places
 
