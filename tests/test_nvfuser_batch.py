@@ -133,13 +133,21 @@ def _two_shapes(a, b, x, y, c, d, u, v):
 
 @pytest.mark.parametrize("over", [True, False])
 def test_adam_writes_its_results_over_the_stacks_with_donate_inplace_and_matches_eager(monkeypatch, over):
-    """Every batched result of Adam's update (parameter, both moments, step count) is written over its own input
-    stack with ``donate_inplace`` (the runner hands the stack on), and none without; three steps equal eager's
+    """Adam's batched results of a parameter's shape (the parameter, both moments) are written over their own
+    input stacks with ``donate_inplace`` (the runner hands the stack on), and none without. The step counts'
+    ``[N, 1]`` stack is read broadcast over every element of the update, so its result is always fresh (written
+    over, nvFuser splits the definition: three kernels and a fifth stack on the H200). Three steps equal eager's
     either way."""
-    places = _three_steps_against_eager(
-        monkeypatch, lambda runner: [kind for d in runner.definitions for kind, _, _ in d.places], donate_inplace=over)
+    def kinds(runner):  # (place kind, member rank) of every result, per group
+        return [(kind, len(shape) - 1) for g, d in zip(runner.plan.groups, runner.definitions)
+                for (kind, _, _), (shape, _) in zip(d.places, g.outputs)]
+
+    places = _three_steps_against_eager(monkeypatch, kinds, donate_inplace=over)
     assert places and all(len(p) == 2 * 4 for p in places), places  # two groups, four results each
-    assert all(set(p) == ({"in"} if over else {"out"}) for p in places), places
+    # per group of SHAPES' two ranks: parameter and moments (the group's rank), the step count (0-d)
+    kind = "in" if over else "out"
+    want = sorted([(kind, 1)] * 3 + [(kind, 2)] * 3 + [("out", 0)] * 2)
+    assert all(sorted(p) == want for p in places), places
 
 
 def _other_constants(a, b, x, y):

@@ -337,8 +337,9 @@ def _nvfuser_kernels(fn) -> int:
 def test_batched_updates_on_cuda_match_eager_and_launch_fewer_kernels():
     """batch_updates (trace_lab/executors/nvfuser_batch.py) on real nvFuser: Adam over ten parameters of two shapes
     in one horizontal region runs as two stacked definitions; three steps equal eager's (parameters, moments,
-    step counts), and a step launches fewer nvFuser kernels than unbatched, which launches one or more per
-    update. Also a shared weight that comes in strided (a matrix's column), taken dense."""
+    step counts), and a batched step launches one nvFuser kernel per group (its results written over their
+    stacks, yet not split), where unbatched launches one or more per update. Also a shared weight that comes in
+    strided (a matrix's column), taken dense."""
     kernels = {}
     for batch in (True, False):
         opt, ref = _adam_two_shapes(), _adam_two_shapes()
@@ -352,7 +353,7 @@ def test_batched_updates_on_cuda_match_eager_and_launch_fewer_kernels():
         assert bool(notes) == batch, notes
         kernels[batch] = _nvfuser_kernels(jfn)
     print(f"nvFuser kernels a step: batched {kernels[True]}, unbatched {kernels[False]}")
-    assert kernels[False] >= 10 and kernels[True] < kernels[False], kernels
+    assert kernels[False] >= 10 and kernels[True] == 2, kernels
 
     def step(a, b, w, s):
         a.mul_(w * s)

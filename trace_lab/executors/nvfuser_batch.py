@@ -219,16 +219,22 @@ def _group_segment(members: list, shared: dict, position: dict) -> tuple[Segment
     for j, (value, x) in enumerate(rep.writes):
         outputs.append(env[value])
         empty.append(((n, *_val(x).shape), [position[m.writes[j][1]] for m in members]))
-    return Segment(ops, inputs, outputs, in_place=_over_stacks(outputs, [env[x] for _, x in rep.writes])), feed, empty
+    in_place = _over_stacks(outputs, [env[x] for _, x in rep.writes], (n, *rep.shape))
+    return Segment(ops, inputs, outputs, in_place=in_place), feed, empty
 
 
-def _over_stacks(outputs: list, stacks: list) -> dict:
+def _over_stacks(outputs: list, stacks: list, full: tuple) -> dict:
     """Output -> the stacked input it may be written over (``fd.add_output(out, alias_input=stack)``): the stack of
     the input its members' ``copy_`` writes (of its dtype and shape: :func:`_checked` batches no ``copy_`` that
-    casts or broadcasts), where that output is written once. The stacks are the runner's own and die with the
-    call, and every op of a batched group is elementwise at the stacks' shape, so element i is read before it is
-    written (what ``plan_in_place`` relies on too)."""
-    return {o: x for o, x in zip(outputs, stacks) if outputs.count(o) == 1 and o is not x}
+    casts or broadcasts), where that output is written once and the stack has the group's ``full`` shape. The
+    stacks are the runner's own and die with the call, and every op of a batched group is elementwise at the full
+    shape, so element i of a full stack is read before it is written (what ``plan_in_place`` relies on too). A
+    ``[N, 1, ...]`` stack of 0-d members (Adam's step counts) is read broadcast over a member's elements: written
+    over, it would be written while other elements still read it, so nvFuser splits such a definition into
+    several kernels with a full-size intermediate between them (measured on the H200 at d740580: three kernels
+    and a fifth stack for Adam). Its results, N elements each, are fresh."""
+    return {o: x for o, x in zip(outputs, stacks)
+            if outputs.count(o) == 1 and o is not x and tuple(x.meta["val"].shape) == full}
 
 
 def _nbytes(n) -> int:
