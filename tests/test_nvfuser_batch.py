@@ -123,6 +123,51 @@ def test_each_result_is_written_over_its_own_input_stack():
     assert nvfuser_batch.stack_workspace(plan, values, write_over=False) == max(3 * first, first + 3 * second)
 
 
+def _scaled_matrices(a, b, x, y, s):
+    a.copy_(a * s + x)
+    b.copy_(b * s + y)
+    return ()
+
+
+def test_members_of_any_rank_are_stacked_flat():
+    """Two updates of [4, 8] matrices run over [2, 32] stacks (every group one two-dim pattern to nvFuser), the
+    shared 0-d ``s`` as it is; each result goes back as [2, 4, 8] slices, written over the stack of a and b."""
+    seg = _segment(_scaled_matrices, (4, 8), (4, 8), (4, 8), (4, 8), ())
+    (group,) = nvfuser_batch.batch_plan(seg).groups
+    at = {x.name: i for i, x in enumerate(seg.inputs)}
+    shapes = {at["s_1"]: ()} | {i: (2, 32) for kind, which, _ in group.inputs if kind == "stack" for i in which}
+    assert [tuple(x.meta["val"].shape) for x in group.seg.inputs] == [
+        shapes[which[0] if kind == "stack" else which] for kind, which, _ in group.inputs]
+    assert [view for _, _, view in group.inputs if view is not None] == [(2, 32), (2, 32)]
+    assert group.outputs == [((2, 4, 8), [at["a_1"], at["b_1"]])]
+    assert group.seg.in_place == {group.seg.outputs[0]: group.seg.inputs[[w for _, w, _ in group.inputs].index(
+        [at["a_1"], at["b_1"]])]}
+
+
+def test_channels_last_parameters_batch_and_keep_their_layout(monkeypatch):
+    """Adam over four-dim parameters in channels_last (a vision model after ``.to(memory_format=...)``): torch.stack
+    keeps their layout, so the runner makes each stack dense before the definition reads it flat; three steps
+    equal eager's, and the parameters stay channels_last."""
+    cpu_nvfuser(monkeypatch)
+
+    def make():
+        opt = _adam([(3, 4, 2, 2)] * 3, seed=2)
+        for p in opt.param_groups[0]["params"]:
+            p.data = p.data.to(memory_format=torch.channels_last)
+            p.grad = p.grad.to(memory_format=torch.channels_last)
+        return opt
+
+    opt, ref = make(), make()
+    jfn = trace_lab.jit(opt.step, fusion="horizontal", executor="nvfuser")
+    for _ in range(3):
+        jfn()
+        ref.step()
+    for got, want in zip(_state(opt), _state(ref), strict=True):
+        torch.testing.assert_close(got, want)
+    assert all(p.is_contiguous(memory_format=torch.channels_last) for p in opt.param_groups[0]["params"])
+    assert any("batched definition" in n for r in jfn.compilations() for n in r.all_notes())
+
+
 def _two_shapes(a, b, x, y, c, d, u, v):
     a.copy_(a * 2 + x)
     b.copy_(b * 2 + y)

@@ -376,6 +376,29 @@ def test_batched_updates_on_cuda_match_eager_and_launch_fewer_kernels():
                for n in r.all_notes())
 
 
+def test_channels_last_parameters_batch_on_cuda_and_match_eager():
+    """Adam over channels_last conv weights on real nvFuser: the runner makes their strided stacks dense before
+    the flat definition reads them (nvfuser_batch.BatchedRunner); three steps equal eager's, the weights stay
+    channels_last, and the step runs batched."""
+    def make():
+        g = torch.Generator().manual_seed(3)
+        params = [torch.nn.Parameter(torch.randn(8, 4, 3, 3, generator=g).cuda()
+                                     .to(memory_format=torch.channels_last)) for _ in range(4)]
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=g).cuda().to(memory_format=torch.channels_last)
+        return torch.optim.Adam(params, lr=1e-2, foreach=False)
+
+    opt, ref = make(), make()
+    jfn = jit(opt.step, fusion="horizontal", executor="nvfuser")
+    for _ in range(3):
+        jfn()
+        ref.step()
+    for got, want in zip(_state(opt), _state(ref), strict=True):
+        torch.testing.assert_close(got.to(want.device), want)
+    assert all(p.is_contiguous(memory_format=torch.channels_last) for p in opt.param_groups[0]["params"])
+    assert any("batched definition" in n for r in jfn.compilations() for n in r.all_notes())
+
+
 def _predicted_and_measured(fn, args, step_eager) -> tuple[int, int]:
     """(predict's horizontal + nvFuser peak of ``fn(*args)``, the peak a real run measures), the real run checked to
     batch; ``step_eager()`` takes the same steps eagerly beside it (the caller compares the results)."""

@@ -5,8 +5,11 @@ parameters) ran as N kernels, about 23 us of host time each (``benchmarks/nvfuse
 torch.compile's Inductor runs multi-tensor (foreach) kernels. This module is the lab's answer. A segment's ops
 fall into connected components (ops joined by the values they pass; inputs do not join them). Components with
 one structure (same ops, wiring, constants, shapes and dtypes, the same shared inputs) form a group, and a group
-runs as one definition over its members' inputs stacked along a new leading dim: ``[N, *S]`` for a value of the
-component's shape ``S``, ``[N, 1, ...]`` for a 0-d one, so the component's elementwise ops broadcast as before.
+runs as one definition over its members' inputs stacked along a new leading dim and flattened: ``[N, |S|]`` for a
+value of the component's shape ``S`` (``|S|`` its elements), ``[N, 1]`` for a 0-d one, so the component's
+elementwise ops broadcast as before, and every group is the same two-dim pattern to nvFuser. (Unflattened, Adam over
+``[256, 64]`` parameters with its results written over ``[6, 256, 64]`` stacks ran as two kernels with a stack-sized
+intermediate on the H200, where ``[200, 65536]`` stacks ran as one: ``results/2026-11-30-h200-1694aeb-*``.)
 Its outputs are the values the segment's ``copy_``\\ s write, each written over the stack of the input it updates
 (``alias_input``, with the executor's ``donate_inplace``; fresh without), and one ``torch._foreach_copy_`` per call
 puts each member's slice in place.
@@ -29,6 +32,7 @@ while the stacks of a segment stay under :data:`MAX_STACK_BYTES` (1 GiB): larger
 """
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 
@@ -75,8 +79,8 @@ class _Component:
 class BatchGroup:
     """One definition's worth: ``seg`` (its own fx graph, stacked shapes), ``n`` members, and how the runner
     feeds and empties it: ``inputs`` per definition input ``("stack", [segment input positions], view shape or
-    None)`` or ``("shared", position, None)``; ``outputs`` per segment output ``(view shape, [segment input
-    position each member's slice is copied into])``. ``seg.in_place`` pairs an output with the stack it may be
+    None)`` or ``("shared", position, view shape or None)``; ``outputs`` per segment output ``(view shape,
+    [segment input position each member's slice is copied into])``. ``seg.in_place`` pairs an output with the stack it may be
     written over (:func:`_group_segment`), which the executor takes with ``donate_inplace``."""
     seg: Segment
     n: int
@@ -181,7 +185,7 @@ def _group_segment(members: list, shared: dict, position: dict) -> tuple[Segment
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     rep, n = members[0], len(members)
-    rank = len(rep.shape)
+    inner = (math.prod(rep.shape),) if rep.shape else ()  # a member's elements in one dim (module docstring)
     mode = FakeTensorMode()
     g = fx.Graph()
     env: dict = {}
@@ -189,11 +193,11 @@ def _group_segment(members: list, shared: dict, position: dict) -> tuple[Segment
     for j, x in enumerate(rep.inputs):
         v = _val(x)
         if x in shared:
-            shape = tuple(v.shape)
-            feed.append(("shared", shared[x], None))
+            shape = inner if v.dim() else ()
+            feed.append(("shared", shared[x], None if v.dim() < 2 else shape))
         else:
-            shape = (n, *v.shape) if v.dim() else (n,) + (1,) * rank
-            feed.append(("stack", [position[m.inputs[j]] for m in members], None if v.dim() else shape))
+            shape = (n, *inner) if v.dim() else (n,) + (1,) * len(inner)
+            feed.append(("stack", [position[m.inputs[j]] for m in members], None if v.dim() == 1 else shape))
         p = g.placeholder(f"in{j}")
         with mode:
             p.meta["val"] = torch.empty(shape, dtype=v.dtype, device=v.device)
@@ -219,7 +223,7 @@ def _group_segment(members: list, shared: dict, position: dict) -> tuple[Segment
     for j, (value, x) in enumerate(rep.writes):
         outputs.append(env[value])
         empty.append(((n, *_val(x).shape), [position[m.writes[j][1]] for m in members]))
-    in_place = _over_stacks(outputs, [env[x] for _, x in rep.writes], (n, *rep.shape))
+    in_place = _over_stacks(outputs, [env[x] for _, x in rep.writes], (n, *inner))
     return Segment(ops, inputs, outputs, in_place=in_place), feed, empty
 
 
@@ -229,10 +233,10 @@ def _over_stacks(outputs: list, stacks: list, full: tuple) -> dict:
     casts or broadcasts), where that output is written once and the stack has the group's ``full`` shape. The
     stacks are the runner's own and die with the call, and every op of a batched group is elementwise at the full
     shape, so element i of a full stack is read before it is written (what ``plan_in_place`` relies on too). A
-    ``[N, 1, ...]`` stack of 0-d members (Adam's step counts) is read broadcast over a member's elements: written
-    over, it would be written while other elements still read it, so nvFuser splits such a definition into
-    several kernels with a full-size intermediate between them (measured on the H200 at d740580: three kernels
-    and a fifth stack for Adam). Its results, N elements each, are fresh."""
+    ``[N, 1]`` stack of 0-d members (Adam's step counts) is read broadcast over a member's elements: written over,
+    it would be written while other elements still read it, so nvFuser splits such a definition into more kernels
+    (on the H200, Adam's two groups ran as five kernels with the step counts written over, three without:
+    ``results/2026-11-30-h200-*``). Its results, N elements each, are fresh."""
     return {o: x for o, x in zip(outputs, stacks)
             if outputs.count(o) == 1 and o is not x and tuple(x.meta["val"].shape) == full}
 
@@ -354,10 +358,11 @@ class BatchedRunner:
             given = []
             for kind, which, view in group.inputs:
                 if kind == "shared":  # defined dense (as stacks are): any layout it comes in
-                    given.append(ins[which].contiguous())
+                    t = ins[which].contiguous()
                 else:
                     t = stack([ins[i] for i in which])
-                    given.append(t if view is None else t.view(view))
+                given.append(t if view is None else t.reshape(view))  # (a copy only where the members' layout
+                # makes the stack strided: torch.stack keeps channels_last members' layout)
             for i in d.lifted:  # a shared 0-d input beside results written over stacks: [1] * rank, no broadcast op
                 given[i] = given[i].view(*d.lift_shape)
             res = d.fd.execute(given)
