@@ -168,6 +168,38 @@ def test_channels_last_parameters_batch_and_keep_their_layout(monkeypatch):
     assert any("batched definition" in n for r in jfn.compilations() for n in r.all_notes())
 
 
+def _updates(ps, gs):
+    for p, g in zip(ps, gs):
+        p.mul_(0.9).add_(g, alpha=0.1)
+
+
+def test_channels_last_stacks_are_made_dense_and_priced_as_any(monkeypatch):
+    """Three updates of channels_last [3, 4, 2, 2] float32 tensors (192 B each): ``predict`` prices two stacks of
+    576 B (the result written over the first), as for any layout; the runner hands the definition dense stacks
+    (it reads them flat) and the results equal eager's. (The stand-in computes through torch and measures its own
+    temporaries, not nvFuser's: the device compares the price with a measurement, in test_nvfuser_gpu.)"""
+    cpu_nvfuser(monkeypatch)
+
+    def make():
+        g = torch.Generator().manual_seed(4)
+        return [[torch.randn(3, 4, 2, 2, generator=g).to(memory_format=torch.channels_last) for _ in range(3)]
+                for _ in range(2)]
+
+    ps, gs = make()
+    pred = trace_lab.predict(_updates, ps, gs, strategies=["horizontal"], executor="nvfuser", device="cpu")
+    assert pred.peak("horizontal", "inference") == 2 * 3 * 192, str(pred)
+    given = []
+    real_stack = nvfuser_batch._dense_stack
+    monkeypatch.setattr(nvfuser_batch, "_dense_stack", lambda members: given.append(real_stack(members)) or given[-1])
+    trace_lab.jit(_updates, fusion="horizontal", executor="nvfuser")(ps, gs)
+    assert given and all(t.is_contiguous() and t.shape == (3, 3, 4, 2, 2) for t in given), given
+    want, grads = make()
+    _updates(want, grads)
+    for got, w in zip(ps, want, strict=True):
+        torch.testing.assert_close(got, w)
+        assert got.is_contiguous(memory_format=torch.channels_last)
+
+
 def _two_shapes(a, b, x, y, c, d, u, v):
     a.copy_(a * 2 + x)
     b.copy_(b * 2 + y)

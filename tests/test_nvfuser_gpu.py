@@ -377,9 +377,10 @@ def test_batched_updates_on_cuda_match_eager_and_launch_fewer_kernels():
 
 
 def test_channels_last_parameters_batch_on_cuda_and_match_eager():
-    """Adam over channels_last conv weights on real nvFuser: the runner makes their strided stacks dense before
-    the flat definition reads them (nvfuser_batch.BatchedRunner); three steps equal eager's, the weights stay
-    channels_last, and the step runs batched."""
+    """Adam over channels_last conv weights on real nvFuser: the runner makes their stacks dense as it makes them
+    (nvfuser_batch.BatchedRunner), for the flat definition; three steps equal eager's, the weights stay
+    channels_last, and the step runs batched. Plain updates of channels_last tensors: predict's price of their
+    stacks is what the device measures."""
     def make():
         g = torch.Generator().manual_seed(3)
         params = [torch.nn.Parameter(torch.randn(8, 4, 3, 3, generator=g).cuda()
@@ -397,6 +398,19 @@ def test_channels_last_parameters_batch_on_cuda_and_match_eager():
         torch.testing.assert_close(got.to(want.device), want)
     assert all(p.is_contiguous(memory_format=torch.channels_last) for p in opt.param_groups[0]["params"])
     assert any("batched definition" in n for r in jfn.compilations() for n in r.all_notes())
+
+    def updates(ps, gs):
+        for p, g in zip(ps, gs):
+            p.mul_(0.9).add_(g, alpha=0.1)
+
+    g = torch.Generator().manual_seed(5)
+    lists = [[torch.randn(64, 32, 3, 3, generator=g).cuda().to(memory_format=torch.channels_last) for _ in range(4)]
+             for _ in range(2)]
+    copies = [[t.clone() for t in lst] for lst in lists]
+    predicted, measured = _predicted_and_measured(updates, lists, lambda: updates(*copies))
+    for got, want in zip(lists[0], copies[0], strict=True):
+        torch.testing.assert_close(got, want)
+    assert predicted > 0 and abs(predicted - measured) <= 0.01 * measured + 1024, (predicted, measured)
 
 
 def _predicted_and_measured(fn, args, step_eager) -> tuple[int, int]:

@@ -340,6 +340,14 @@ def batched_update_program(gm: fx.GraphModule, constants: frozenset | set = froz
     return (sum(len(m) for m in found[0]), len(found[0])) if found else (0, 0)
 
 
+def _dense_stack(members: list) -> torch.Tensor:
+    """``torch.stack(members)`` laid out contiguously whatever the members' layout, in one allocation (what
+    :func:`stack_workspace` prices): the definition reads every stack flat."""
+    first = members[0]
+    out = torch.empty((len(members), *first.shape), dtype=first.dtype, device=first.device)
+    return torch.stack(members, out=out)
+
+
 class BatchedRunner:
     """Runs a batched segment (:func:`batch_plan`): per group, stack the members' inputs, execute its
     definition (which may write results over their input stacks: its ``places``); then one
@@ -360,9 +368,10 @@ class BatchedRunner:
                 if kind == "shared":  # defined dense (as stacks are): any layout it comes in
                     t = ins[which].contiguous()
                 else:
-                    t = stack([ins[i] for i in which])
-                given.append(t if view is None else t.reshape(view))  # (a copy only where the members' layout
-                # makes the stack strided: torch.stack keeps channels_last members' layout)
+                    members = [ins[i] for i in which]
+                    # (torch.stack keeps the layout of channels_last members: such stacks are made dense at once)
+                    t = stack(members) if members[0].is_contiguous() else _dense_stack(members)
+                given.append(t if view is None else t.reshape(view))
             for i in d.lifted:  # a shared 0-d input beside results written over stacks: [1] * rank, no broadcast op
                 given[i] = given[i].view(*d.lift_shape)
             res = d.fd.execute(given)
