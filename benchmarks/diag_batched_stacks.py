@@ -1,8 +1,19 @@
-"""Diagnostic: which allocations a batched Adam step makes on the device (predict said 4 stacks, measured 5)."""
-import torch, sys
+"""Diagnostic (device only): which allocations and nvFuser kernels a batched Adam step makes, with and without
+``donate_inplace``, and each batched group's nvFuser definition (its shapes, and any broadcast op that would make
+nvFuser's SegmentInplaceUpdate pass split an aliased result into a copy kernel of its own). Session 44 found
+predict's 4 stacks measured as 5 on the H200 (``results/2026-11-30-h200-d740580-batched-stacks-diag.txt``)."""
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
 sys.path.insert(0, "tests")
-from trace_lab import jit
-from torch.profiler import profile, ProfilerActivity
+from trace_lab import jit  # noqa: E402
+from trace_lab.executors import nvfuser_batch  # noqa: E402
+
+runners = []
+_call = nvfuser_batch.BatchedRunner.__call__
+nvfuser_batch.BatchedRunner.__call__ = lambda self, ins: runners.append(self) or _call(self, ins)
 
 def adam():
     g = torch.Generator().manual_seed(0)
@@ -31,6 +42,8 @@ for donate in (True, False):
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         jfn(); torch.cuda.synchronize()
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=15))
+    for d in runners[-1].definitions:
+        print(d.fd)
     for r in jfn.compilations():
         for n in r.all_notes():
             if "batched" in n or "place" in n:

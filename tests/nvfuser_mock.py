@@ -6,7 +6,11 @@ call records a torch computation that ``execute`` replays. It does not model
 nvFuser's code generation; GPU tests run the real thing. Where nvFuser refuses
 what the translator hands it, the stand-in refuses too: an input of other sizes
 than its definition's (static sizes), ``broadcast_in_dim`` naming fewer dims than
-its input has.
+its input has. Where nvFuser would split a definition, it counts: ``split_writes``
+(after an ``execute``) is the number of results written over inputs that nvFuser's
+SegmentInplaceUpdate pass (csrc/preseg_passes/segment_inplace_update.cpp) moves into
+a copy kernel of their own, with a fresh intermediate: those whose value or input
+lies on a path through a broadcast op (a ``broadcast_in_dim`` that adds dims).
 """
 from __future__ import annotations
 
@@ -76,6 +80,41 @@ class _Ops:
         return _lazy(getattr(torch, name))
 
 
+def _split_writes(outputs: list, aliases: list, env: dict) -> int:
+    """How many of ``aliases`` (value, input written over) nvFuser's SegmentInplaceUpdate pass splits off, as the
+    pass decides: a broadcast op is a ``broadcast_in_dim`` to a higher rank (one of equal rank only expands); it
+    first marks every consumer of each broadcast's output, then every producer of each broadcast's input (each
+    traversal stops at what is marked already); an alias whose value or input is marked is split."""
+    users: dict = {}
+    nodes: dict = {}
+    todo = list(outputs) + [x for pair in aliases for x in pair]
+    while todo:
+        v = todo.pop()
+        if not isinstance(v, _V) or id(v) in nodes:
+            continue
+        nodes[id(v)] = v
+        for d in v.deps:
+            if isinstance(d, _V):
+                users.setdefault(id(d), []).append(v)
+                todo.append(d)
+
+    def rank(x):
+        return (env[id(x)] if isinstance(x, _V) else x).dim()
+
+    broadcasts = [b for b in nodes.values() if b.fn is _bid and rank(b.deps[0]) < len(b.deps[1])]
+    marked: set = set()
+    for start, step in [(b, lambda v: users.get(id(v), [])) for b in broadcasts] + \
+                       [(b.deps[0], lambda v: [d for d in v.deps if isinstance(d, _V)]) for b in broadcasts]:
+        todo = [start] if isinstance(start, _V) else []
+        while todo:
+            v = todo.pop()
+            if id(v) in marked:
+                continue
+            marked.add(id(v))
+            todo.extend(step(v))
+    return sum(1 for v, dest in aliases if id(v) in marked or id(dest) in marked)
+
+
 class FusionDefinition:
     def __init__(self):
         self.ops = _Ops()
@@ -112,6 +151,7 @@ class FusionDefinition:
         # its in-place writes (its SegmentInplaceUpdate pass moves a write it cannot order so into a copy kernel
         # of its own): two outputs written over two inputs may each read the other's input
         written = [(env[id(dest)], _ev(v, env)) for v, dest in self._aliases]
+        self.split_writes = _split_writes(self._outputs, self._aliases, env)
         for dest, value in written:
             dest.copy_(value)
         return outs

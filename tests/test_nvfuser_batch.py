@@ -75,6 +75,26 @@ def test_batched_updates_predict_their_memory_and_say_so(monkeypatch):
     assert any("5 identical updates run as 2 batched definitions (batch_updates)" in n for n in notes), notes
 
 
+def test_batched_adam_builds_no_broadcast_that_would_split_its_writes(monkeypatch):
+    """nvFuser's SegmentInplaceUpdate pass moves a result written over its input into a copy kernel of its own,
+    with a fresh intermediate of the stack's size, when its path crosses a broadcast op (the stand-in counts such
+    writes: ``split_writes``). Batched Adam's step counts come as [N, 1] stacks whose size-1 dim nvFuser holds as a
+    broadcast dim (``Segment.ones_broadcast``), so the bias corrections meet the [N, |S|] stacks without one: each
+    group writes its parameters and both moments over their stacks, and none is split. (On the H200 at 1694aeb
+    the parameters' write was split, a fifth stack where predict priced four.)"""
+    cpu_nvfuser(monkeypatch)
+    runners = []
+    real_call = nvfuser_batch.BatchedRunner.__call__
+    monkeypatch.setattr(nvfuser_batch.BatchedRunner, "__call__",
+                        lambda self, ins: runners.append(self) or real_call(self, ins))
+    jfn = trace_lab.jit(_adam(SHAPES).step, fusion="horizontal", executor="nvfuser")
+    jfn()
+    jfn()
+    fds = [d.fd for d in runners[-1].definitions]
+    assert len(fds) == 2 and all(len(fd._aliases) == 3 for fd in fds), [len(fd._aliases) for fd in fds]
+    assert [fd.split_writes for fd in fds] == [0, 0]
+
+
 def _segment(fn, *shapes):
     gm = make_fx(fn)(*(torch.empty(s, device="meta") for s in shapes))
     steps, _ = split_region(gm)

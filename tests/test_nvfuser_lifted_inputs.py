@@ -149,3 +149,32 @@ def test_an_exported_nvfuser_call_hands_a_lifted_input_over_as_the_definition_ta
     y = x @ w
     (got,) = scope["run_nvfuser"](y.clone(), s)
     torch.testing.assert_close(got, (y * s + 1).relu())
+
+
+def _written_over(x_shape, s_shape, unrelated=False) -> int:
+    """One result ``x * s`` written over ``x`` (s broadcast to x's shape where it has fewer dims), on the stand-in;
+    ``unrelated``: a second, fresh output broadcasts an input of its own. Returns the stand-in's split count."""
+    fd = nvfuser_mock.FusionDefinition()
+    x = fd.define_tensor(x_shape, [x_shape[1], 1], torch.float32)
+    s = fd.define_tensor(s_shape, [1] * len(s_shape), torch.float32)
+    if len(s_shape) < len(x_shape):
+        s = fd.ops.broadcast_in_dim(s, [x_shape[0], 1], [0])
+    fd.add_output(fd.ops.mul(x, s), alias_input=x)
+    inputs = [torch.ones(x_shape), torch.ones(s_shape)]
+    if unrelated:
+        z = fd.define_tensor([4], [1], torch.float32)
+        fd.add_output(fd.ops.broadcast_in_dim(z, [4, 1], [0]))
+        inputs.append(torch.ones(4))
+    fd.execute(inputs)
+    return fd.split_writes
+
+
+def test_the_stand_in_counts_the_writes_nvfusers_inplace_pass_would_split():
+    """nvFuser's SegmentInplaceUpdate pass (csrc/preseg_passes/segment_inplace_update.cpp) moves a result written
+    over an input into a copy kernel of its own when the result or the input lies on a path through a broadcast
+    op; the stand-in counts those writes (``split_writes``). A [4] scale broadcast to [4, 1] before it scales the
+    [4, 8] input it is written over: split. The same scale defined [4, 1] (its size-1 dim a broadcast dim, no
+    op): not split; nor by a broadcast on another output's path only."""
+    assert _written_over([4, 8], [4]) == 1
+    assert _written_over([4, 8], [4, 1]) == 0
+    assert _written_over([4, 8], [4, 1], unrelated=True) == 0

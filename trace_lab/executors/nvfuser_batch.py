@@ -7,12 +7,14 @@ fall into connected components (ops joined by the values they pass; inputs do no
 one structure (same ops, wiring, constants, shapes and dtypes, the same shared inputs) form a group, and a group
 runs as one definition over its members' inputs stacked along a new leading dim and flattened: ``[N, |S|]`` for a
 value of the component's shape ``S`` (``|S|`` its elements), ``[N, 1]`` for a 0-d one, so the component's
-elementwise ops broadcast as before, and every group is the same two-dim pattern to nvFuser. (Unflattened, Adam over
-``[256, 64]`` parameters with its results written over ``[6, 256, 64]`` stacks ran as two kernels with a stack-sized
-intermediate on the H200, where ``[200, 65536]`` stacks ran as one: ``results/2026-11-30-h200-1694aeb-*``.)
-Its outputs are the values the segment's ``copy_``\\ s write, each written over the stack of the input it updates
-(``alias_input``, with the executor's ``donate_inplace``; fresh without), and one ``torch._foreach_copy_`` per call
-puts each member's slice in place.
+elementwise ops broadcast as before and every group is one two-dim pattern to nvFuser. Its outputs are the values
+the segment's ``copy_``\\ s write, each written over the stack of the input it updates (``alias_input``, with the
+executor's ``donate_inplace``; fresh without), and one ``torch._foreach_copy_`` per call puts each member's slice in
+place. The size-1 dim of a ``[N, 1]`` stack is a broadcast dim to nvFuser (an input of static size 1), so a value
+of it meets the ``[N, |S|]`` ones as it is (``Segment.ones_broadcast``): the squeeze and broadcast op the builder
+otherwise makes would let nvFuser's SegmentInplaceUpdate pass move every result on its path into a copy kernel of
+its own with a stack-sized intermediate (on the H200 at 1694aeb, Adam's parameters: a fifth stack where ``predict``
+priced four, ``results/2026-11-30-h200-*``; the stand-in counts such writes, ``split_writes``).
 
 Only where that is exact and cheap to prove: every op elementwise (aten's ``pointwise`` tag, ``prims.fma``, the
 copies, a dtype cast) on tensors of the component's one shape or 0-d; an input written is read by its own
@@ -224,7 +226,7 @@ def _group_segment(members: list, shared: dict, position: dict) -> tuple[Segment
         outputs.append(env[value])
         empty.append(((n, *_val(x).shape), [position[m.writes[j][1]] for m in members]))
     in_place = _over_stacks(outputs, [env[x] for _, x in rep.writes], (n, *inner))
-    return Segment(ops, inputs, outputs, in_place=in_place), feed, empty
+    return Segment(ops, inputs, outputs, in_place=in_place, ones_broadcast=True), feed, empty
 
 
 def _over_stacks(outputs: list, stacks: list, full: tuple) -> dict:

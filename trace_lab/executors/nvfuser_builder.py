@@ -26,9 +26,10 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
 class Builder:
     """Translates one fused segment's nodes into ops on ``fd`` (an open FusionDefinition)."""
 
-    def __init__(self, fd, nvf):
+    def __init__(self, fd, nvf, ones_broadcast: bool = False):
         self.fd = fd
         self.nvf = nvf
+        self.ones_broadcast = ones_broadcast  # every size-1 dim is a broadcast dim already (Segment.ones_broadcast)
         self.values: dict[fx.Node, object] = {}  # node -> nv value, always of the node's meta dtype
         self.inputs: set[int] = set()
         self.aliases: list[tuple] = []  # (value, input it is written into, value before its set) from copy_
@@ -86,6 +87,8 @@ class Builder:
         if id(v) in self.lifted and in_shape == ():  # already at the segment's rank, every dim a broadcast one
             return self.fd.ops.expand(v, list(out_shape)) if expand else v
         k = len(out_shape) - len(in_shape)
+        if k == 0 and self.ones_broadcast:  # (a broadcast op would make nvFuser split a result written in place)
+            return self.fd.ops.expand(v, list(out_shape)) if expand else v
         aligned = [None] * k + list(in_shape)
         squeeze = [i for i, s in enumerate(in_shape) if s == 1 and out_shape[k + i] != 1]
         if squeeze:

@@ -90,6 +90,9 @@ class Segment:
     outputs: list[fx.Node] = field(default_factory=list)  # values read after the segment (not copy_)
     copies: list[fx.Node] = field(default_factory=list)  # copy_ nodes: value after = their dest input
     in_place: dict = field(default_factory=dict)  # output node -> the input node it is written over (plan_in_place)
+    # every size-1 dim of its values is one nvFuser holds as a broadcast dim (a batched group's: its [N, 1] stacks
+    # of 0-d members are inputs of static size 1), so they meet wider values without a broadcast op (Builder)
+    ones_broadcast: bool = False
 
     def produced(self) -> set[fx.Node]:
         out = set(self.ops)
@@ -426,7 +429,7 @@ def build_definition(seg: Segment, nvf, strides: list | None = None, in_place: b
     rank, lift = lifted_inputs(seg, in_place) if lift is None else lift
     fd = nvf.FusionDefinition()
     with fd:
-        b = Builder(fd, nvf)
+        b = Builder(fd, nvf, ones_broadcast=seg.ones_broadcast)
         for i, x in enumerate(seg.inputs):
             if i in lift:
                 b.lift(b.define_input(x, [1] * rank, sizes=[1] * rank))
