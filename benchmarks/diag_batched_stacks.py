@@ -3,24 +3,19 @@
 nvFuser's SegmentInplaceUpdate pass split an aliased result into a copy kernel of its own). Session 44 found
 predict's 4 stacks measured as 5 on the H200 (``results/2026-11-30-h200-d740580-batched-stacks-diag.txt``)."""
 import sys
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, "tests")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.test_nvfuser_gpu import _adam_two_shapes as adam  # noqa: E402  (the GPU test's optimizer)
 from trace_lab import jit  # noqa: E402
 from trace_lab.executors import nvfuser_batch  # noqa: E402
 
 runners = []
 _call = nvfuser_batch.BatchedRunner.__call__
 nvfuser_batch.BatchedRunner.__call__ = lambda self, ins: runners.append(self) or _call(self, ins)
-
-def adam():
-    g = torch.Generator().manual_seed(0)
-    params = [torch.nn.Parameter(torch.randn(s, generator=g).cuda()) for s in [(256, 64)] * 6 + [(1000,)] * 4]
-    for p in params:
-        p.grad = torch.randn(p.shape, generator=g).cuda()
-    return torch.optim.Adam(params, lr=1e-2, foreach=False)
 
 for donate in (True, False):
     opt = adam()

@@ -6,7 +6,7 @@ torch.compile's Inductor runs multi-tensor (foreach) kernels. This module is the
 fall into connected components (ops joined by the values they pass; inputs do not join them). Components with
 one structure (same ops, wiring, constants, shapes and dtypes, the same shared inputs) form a group, and a group
 runs as one definition over its members' inputs stacked along a new leading dim and flattened: ``[N, |S|]`` for a
-value of the component's shape ``S`` (``|S|`` its elements), ``[N, 1]`` for a 0-d one, so the component's
+value of the component's shape ``S`` (``|S|`` its elements), ``[N, 1]`` for a 0-d one beside them, so the component's
 elementwise ops broadcast as before and every group is one two-dim pattern to nvFuser. Its outputs are the values
 the segment's ``copy_``\\ s write, each written over the stack of the input it updates (``alias_input``, with the
 executor's ``donate_inplace``; fresh without), and one ``torch._foreach_copy_`` per call puts each member's slice in
@@ -82,8 +82,8 @@ class BatchGroup:
     """One definition's worth: ``seg`` (its own fx graph, stacked shapes), ``n`` members, and how the runner
     feeds and empties it: ``inputs`` per definition input ``("stack", [segment input positions], view shape or
     None)`` or ``("shared", position, view shape or None)``; ``outputs`` per segment output ``(view shape,
-    [segment input position each member's slice is copied into])``. ``seg.in_place`` pairs an output with the stack it may be
-    written over (:func:`_group_segment`), which the executor takes with ``donate_inplace``."""
+    [segment input position each member's slice is copied into])``. ``seg.in_place`` pairs an output with the
+    stack it may be written over (:func:`_group_segment`), which the executor takes with ``donate_inplace``."""
     seg: Segment
     n: int
     inputs: list
