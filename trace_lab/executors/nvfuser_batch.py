@@ -12,7 +12,7 @@ the segment's ``copy_``\\ s write, each written over the stack of the input it u
 executor's ``donate_inplace``; fresh without), and one ``torch._foreach_copy_`` per call puts each member's slice in
 place. The size-1 dim of a ``[N, 1]`` stack is a broadcast dim to nvFuser (an input of static size 1), so a value
 of it meets the ``[N, |S|]`` ones as it is (``Segment.ones_broadcast``): the squeeze and broadcast op the builder
-otherwise makes would let nvFuser's SegmentInplaceUpdate pass move every result on its path into a copy kernel of
+otherwise makes can let nvFuser's SegmentInplaceUpdate pass move every result on its path into a copy kernel of
 its own with a stack-sized intermediate (on the H200 at 1694aeb, Adam's parameters: a fifth stack where ``predict``
 priced four, ``results/2026-11-30-h200-*``; the stand-in counts such writes, ``split_writes``).
 
