@@ -101,17 +101,26 @@ def _split_writes(outputs: list, aliases: list, env: dict) -> int:
     def rank(x):
         return (env[id(x)] if isinstance(x, _V) else x).dim()
 
-    broadcasts = [b for b in nodes.values() if b.fn is _bid and rank(b.deps[0]) < len(b.deps[1])]
-    marked: set = set()
-    for start, step in [(b, lambda v: users.get(id(v), [])) for b in broadcasts] + \
-                       [(b.deps[0], lambda v: [d for d in v.deps if isinstance(d, _V)]) for b in broadcasts]:
+    def consumers(v):
+        return users.get(id(v), [])
+
+    def producers(v):
+        return [d for d in v.deps if isinstance(d, _V)]
+
+    def mark(start, step):
         todo = [start] if isinstance(start, _V) else []
         while todo:
             v = todo.pop()
-            if id(v) in marked:
-                continue
-            marked.add(id(v))
-            todo.extend(step(v))
+            if id(v) not in marked:
+                marked.add(id(v))
+                todo.extend(step(v))
+
+    broadcasts = [b for b in nodes.values() if b.fn is _bid and rank(b.deps[0]) < len(b.deps[1])]
+    marked: set = set()
+    for b in broadcasts:
+        mark(b, consumers)
+    for b in broadcasts:
+        mark(b.deps[0], producers)
     return sum(1 for v, dest in aliases if id(v) in marked or id(dest) in marked)
 
 
@@ -151,7 +160,7 @@ class FusionDefinition:
         # its in-place writes (its SegmentInplaceUpdate pass moves a write it cannot order so into a copy kernel
         # of its own): two outputs written over two inputs may each read the other's input
         written = [(env[id(dest)], _ev(v, env)) for v, dest in self._aliases]
-        self.split_writes = _split_writes(self._outputs, self._aliases, env)
+        self.split_writes = _split_writes(self._outputs, self._aliases, env) if self._aliases else 0
         for dest, value in written:
             dest.copy_(value)
         return outs

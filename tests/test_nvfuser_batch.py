@@ -82,14 +82,7 @@ def test_batched_adam_builds_no_broadcast_that_would_split_its_writes(monkeypatc
     broadcast dim (``Segment.ones_broadcast``), so the bias corrections meet the [N, |S|] stacks without one: each
     group writes its parameters and both moments over their stacks, and none is split. (On the H200 at 1694aeb
     the parameters' write was split, a fifth stack where predict priced four.)"""
-    cpu_nvfuser(monkeypatch)
-    runners = []
-    real_call = nvfuser_batch.BatchedRunner.__call__
-    monkeypatch.setattr(nvfuser_batch.BatchedRunner, "__call__",
-                        lambda self, ins: runners.append(self) or real_call(self, ins))
-    jfn = trace_lab.jit(_adam(SHAPES).step, fusion="horizontal", executor="nvfuser")
-    jfn()
-    jfn()
+    runners = _three_steps_against_eager(monkeypatch, lambda runner: runner)
     fds = [d.fd for d in runners[-1].definitions]
     assert len(fds) == 2 and all(len(fd._aliases) == 3 for fd in fds), [len(fd._aliases) for fd in fds]
     assert [fd.split_writes for fd in fds] == [0, 0]

@@ -376,6 +376,11 @@ def test_batched_updates_on_cuda_match_eager_and_launch_fewer_kernels():
                for n in r.all_notes())
 
 
+def _updates(ps, gs):
+    for p, g in zip(ps, gs):
+        p.mul_(0.9).add_(g, alpha=0.1)
+
+
 def test_channels_last_parameters_batch_on_cuda_and_match_eager():
     """Adam over channels_last conv weights on real nvFuser: the runner makes their stacks dense as it makes them
     (nvfuser_batch.BatchedRunner), for the flat definition; three steps equal eager's, the weights stay
@@ -399,15 +404,11 @@ def test_channels_last_parameters_batch_on_cuda_and_match_eager():
     assert all(p.is_contiguous(memory_format=torch.channels_last) for p in opt.param_groups[0]["params"])
     assert any("batched definition" in n for r in jfn.compilations() for n in r.all_notes())
 
-    def updates(ps, gs):
-        for p, g in zip(ps, gs):
-            p.mul_(0.9).add_(g, alpha=0.1)
-
     g = torch.Generator().manual_seed(5)
     lists = [[torch.randn(64, 32, 3, 3, generator=g).cuda().to(memory_format=torch.channels_last) for _ in range(4)]
              for _ in range(2)]
     copies = [[t.clone() for t in lst] for lst in lists]
-    predicted, measured = _predicted_and_measured(updates, lists, lambda: updates(*copies))
+    predicted, measured = _predicted_and_measured(_updates, lists, lambda: _updates(*copies))
     for got, want in zip(lists[0], copies[0], strict=True):
         torch.testing.assert_close(got, want)
     assert predicted > 0 and abs(predicted - measured) <= 0.01 * measured + 1024, (predicted, measured)
@@ -437,10 +438,6 @@ def test_predict_prices_batched_stacks_as_the_device_measures_them():
     a list; each predicted peak within the suite's tolerance of the measured one, and each real step equal to
     eager's."""
 
-    def updates(ps, gs):
-        for p, g in zip(ps, gs):
-            p.mul_(0.9).add_(g, alpha=0.1)
-
     opt, ref = _adam_two_shapes(), _adam_two_shapes()
     adam = _predicted_and_measured(opt.step, (), ref.step)
     for got, want in zip(_state(opt), _state(ref), strict=True):
@@ -449,7 +446,7 @@ def test_predict_prices_batched_stacks_as_the_device_measures_them():
     g = torch.Generator().manual_seed(0)
     lists = [[torch.randn(1000, generator=g).cuda() for _ in range(6)] for _ in range(2)]
     copies = [[t.clone() for t in lst] for lst in lists]
-    plain = _predicted_and_measured(updates, lists, lambda: updates(*copies))
+    plain = _predicted_and_measured(_updates, lists, lambda: _updates(*copies))
     for got, want in zip(lists[0], copies[0], strict=True):
         torch.testing.assert_close(got, want)
 
