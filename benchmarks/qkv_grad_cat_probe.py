@@ -10,7 +10,13 @@ kernel of 0.052 ms. Times, as device time under torch.profiler (median of 50 cal
 - ``lab``: what the lab runs today (two word clones, a clone, ``torch.cat``);
 - ``cat_strided``: ``torch.cat`` straight from the permuted views along the head dim (no clones);
 - ``nvfuser``: one nvFuser definition reading the bmm outputs (reshape, permute, ``fd.ops.cat``), if nvFuser is here;
-- ``inductor``: ``torch.compile`` of the same function.
+- ``inductor``: ``torch.compile`` of the same function;
+- ``trace_lab``: ``trace_lab.jit(fusion="dataflow", executor="nvfuser")`` of the function as the capture records
+  it (plain clones, then the cat's 2-D view and its transpose, which llama's backward hands to the weight
+  gradient's matmul): what the lab runs for this piece, through its own splitter, lowerings and runtime. Without
+  ``aten.cat`` in nvFuser's op table that is the torch steps of ``lab``; with it
+  (``results/2026-12-07-cpu-63c1699-nvfuser-cat-prototype.patch``) one definition, and the transpose shows
+  whether nvFuser writes it as a copy of its own.
 
 Every way is checked equal to ``lab``'s result first. Decides whether ``aten.cat`` should join nvFuser regions
 (its lowering is ``fd.ops.cat(tensors, dim)``) or the clones before a cat should go.
@@ -46,6 +52,31 @@ def lab(gq, gk, gv):
     k = k.clone(memory_format=torch.contiguous_format)
     v = _words(v, memory_format=torch.contiguous_format)
     return torch.cat([t.view(B, T, H * D) for t in (q, k, v)], 2)
+
+
+def captured(gq, gk, gv):
+    """The piece as the capture records it: clones (the lab's runtime makes q's and v's word copies), the cat,
+    its 2-D view and that view's transpose."""
+    q, k, v = (t.clone(memory_format=torch.contiguous_format) for t in _heads(gq, gk, gv))
+    flat = torch.cat([t.view(B, T, H * D) for t in (q, k, v)], 2).view(B * T, 3 * H * D)
+    return flat, flat.t()
+
+
+def trace_lab_way():
+    """The piece through ``trace_lab.jit`` (dataflow + nvFuser), returning the cat's [B, T, 3HD] result."""
+    try:
+        import trace_lab
+        from trace_lab.executors.nvfuser_ops import table_entry
+        jitted = trace_lab.jit(captured, fusion="dataflow", executor="nvfuser")
+    except Exception as e:  # (a probe: say why and go on with the others)
+        print(f"trace_lab: not run ({str(e).splitlines()[0][:80]})")
+        return None
+    print(f"trace_lab: aten.cat is {'' if table_entry(torch.ops.aten.cat.default) else 'not '}in nvFuser's op table")
+
+    def run(gq, gk, gv):
+        flat, flat_t = jitted(gq, gk, gv)
+        return flat.view(B, T, 3 * H * D), flat_t
+    return run
 
 
 def cat_strided(gq, gk, gv):
@@ -95,13 +126,17 @@ def main():
     args = [torch.randn(s, device="cuda", dtype=torch.bfloat16, generator=g)
             for s in ((B * H, T, D), (B * H, D, T), (B * H, T, D))]
     want = lab(*args)
-    ways = {"lab": lab, "cat_strided": cat_strided, "nvfuser": nvfuser_way(), "inductor": torch.compile(cat_strided)}
+    ways = {"lab": lab, "cat_strided": cat_strided, "nvfuser": nvfuser_way(), "inductor": torch.compile(cat_strided),
+            "trace_lab": trace_lab_way()}
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; q/k/v gradients bfloat16 "
           f"B={B} T={T} H={H} D={D} ({3 * B * T * H * D * 2 / 2**20:.0f} MiB out)")
     for name, fn in ways.items():
         if fn is None:
             continue
         got = fn(*args)
+        if isinstance(got, tuple):  # trace_lab's: the cat and its 2-D transpose
+            got, got_t = got
+            assert torch.equal(got_t, got.view(B * T, -1).t()), name
         assert torch.equal(got, want), name
         us, kernels = timed(fn, args)
         print(f"  {name:12s} {us:8.1f} us  ({kernels} kernel{'s' if kernels > 1 else ''} a call)")
