@@ -27,9 +27,12 @@ while other runs compile on the same CPUs measured up to 2.2x slower), so only c
 events; host time until the step returns beside it); peak: ``max_memory_allocated`` above the allocation
 before the iteration (+ the CUDA graphs' pools for trace_lab ``-graphs`` rows). Tables show the median and
 the range over runs; ratios are of medians within one result file. ``--budget S`` starts no run that would
-end after S seconds (estimated from the previous round), so a command under a time limit keeps its file; at its
-start the run prints a forecast (each configuration's wall per run in the newest earlier result file of this device
-kind, replayed in round order on ``--jobs`` slots) beside the budget, so a plan that cannot fit says so first.
+end after S seconds (its wall in this call's previous round, else in the newest earlier result file of this device
+kind), so a command under a time limit keeps its file; at its start the run prints a forecast (those earlier walls
+replayed in round order on ``--jobs`` slots) beside the budget, so a plan that cannot fit says so first.
+``--resume FILE`` continues such a file in a later command on the same machine (its GPUs' UUIDs, recorded in the
+file) at the same commit: its runs stay, the runs it lacks toward ``--repeat`` run, and the file (same name, under
+``--out``) stays one run's side-by-side ratios. Any other machine or commit is refused.
 
 Results: ``benchmarks/results/<date>-<device>-<commit>-<benches>.json`` (rewritten after every run) and
 ``...-log.txt`` (this output). Every row records the commit (+ dirty flag), GPU, host CPU, torch / nvFuser
@@ -580,6 +583,52 @@ def _slug(device: str) -> str:
     return device_slug(device)
 
 
+def machine_id() -> str:
+    """What tells one machine from another of its kind: its GPUs' UUIDs (nvidia-smi), else the host's name. A
+    result file continued by ``--resume`` must come from the same machine, so its ratios stay side by side."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+        uuids = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
+        if uuids:
+            return ",".join(uuids)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    import socket
+
+    return "host:" + socket.gethostname()
+
+
+def _budget_skip(row: dict) -> bool:
+    return str(row.get("skipped") or "").startswith("time budget")
+
+
+def resumable(result: dict, benches: list[str], git: dict, device: str, machine: str) -> str | None:
+    """Why an earlier result file cannot be continued here (None: it can). Its runs must be of the same benches,
+    commit, device and machine (:func:`machine_id`): then the runs added now are as side by side with its runs as
+    its own rounds were (a warm machine between two calls of one session), and ratios stay within one file."""
+    meta = result.get("meta") or {}
+    if result.get("kind") != "bench" or result.get("schema") != SCHEMA:
+        return f"not a bench result file of schema {SCHEMA}"
+    checks = (("benches", result.get("benches"), benches), ("commit", meta.get("commit"), git.get("commit")),
+              ("dirty flag", meta.get("dirty"), git.get("dirty")), ("device", result.get("device"), device),
+              ("machine", meta.get("machine"), machine))
+    for what, then, now in checks:
+        if then != now:
+            return f"its {what} was {then!r}, here it is {now!r}"
+    return None
+
+
+def remaining_tasks(todo: list[dict], rows: list[dict], repeat: int) -> list[tuple[int, dict]]:
+    """(repeat index, configuration) of the runs still to do, round by round: each configuration's runs in
+    ``rows`` (ran, failed or timed out; not the skipped ones) count toward ``repeat``."""
+    have: dict[tuple, int] = {}
+    for r in rows:
+        if not r.get("skipped"):
+            have[run_key(r)] = have.get(run_key(r), 0) + 1
+    return [(rep, cfg) for rep in range(repeat) for cfg in todo if rep >= have.get(run_key(cfg), 0)]
+
+
 def plan(benches: list[str], configs: list[str] | None, layers: list[int], skip: list[str], device: str,
          iters: int, size: str) -> tuple[list[dict], list[dict]]:
     """(configuration runs to do, rows for configurations skipped with a reason)."""
@@ -618,20 +667,48 @@ def run(args) -> Path:
     git = git_commit(str(ROOT))
     todo, skipped = plan(args.benches, args.configs, args.layers, args.skip, device, iters, size)
     devname = gpus[0] if gpus else "cpu"
+    machine = machine_id()
     now = datetime.datetime.now()
     tag = args.tag or "-".join(b + ("".join(map(str, args.layers)) if b == "llama" else "") for b in args.benches)
     stem = f"{now.date().isoformat()}-{_slug(devname)}-{git['commit'] or 'nogit'}{'-dirty' if git['dirty'] else ''}-{tag}"
     args.out.mkdir(parents=True, exist_ok=True)
+    resumed = None
+    if args.resume:  # continue an earlier file of this machine: its runs stay, the missing ones run now
+        try:
+            resumed = json.loads(args.resume.read_text())
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"--resume {args.resume}: cannot read it ({e})")
+        why = resumable(resumed, args.benches, git, devname, machine) if isinstance(resumed, dict) else "not a dict"
+        if why:
+            raise SystemExit(f"--resume {args.resume}: cannot continue it here: {why}. Its ratios would mix "
+                             "machines or code; start a new file (leave out --resume)")
+        stem = args.resume.stem
+        old_log = args.resume.with_name(f"{stem}-log.txt")
+        if old_log.is_file() and old_log.resolve() != (args.out / old_log.name).resolve():
+            shutil.copyfile(old_log, args.out / old_log.name)
     path, log = args.out / f"{stem}.json", _Tee(args.out / f"{stem}-log.txt")
-    result = {"schema": SCHEMA, "kind": "bench", "benches": args.benches, "date": now.date().isoformat(),
-              "measured_at": now.isoformat(timespec="seconds"), "device": devname,
-              "meta": {**git, "gpus": gpus, "repeat": args.repeat, "jobs": args.jobs, "size": size, "iters": iters,
-                       "layers": args.layers, "quick": args.quick, "timeout_s": args.timeout, "budget_s": args.budget,
-                       "command": " ".join(sys.argv)},
-              "complete": False, "rows": list(skipped)}
+    if resumed is not None:
+        result = resumed
+        result["rows"] = [r for r in resumed["rows"] if not _budget_skip(r)]
+        known = {run_key(r) for r in result["rows"]}
+        result["rows"] += [r for r in skipped if run_key(r) not in known]
+        result["meta"].setdefault("resumed", []).append({"at": now.isoformat(timespec="seconds"),
+                                                         "command": " ".join(sys.argv)})
+        result["meta"]["repeat"] = max(args.repeat, result["meta"].get("repeat") or 0)
+        result["complete"] = False
+        tasks = remaining_tasks(todo, result["rows"], args.repeat)
+        log(f"bench.py: resuming {args.resume.name} ({sum(1 for r in result['rows'] if not r.get('skipped'))} runs "
+            f"kept, measured from {resumed.get('measured_at')}, same machine and commit)")
+    else:
+        result = {"schema": SCHEMA, "kind": "bench", "benches": args.benches, "date": now.date().isoformat(),
+                  "measured_at": now.isoformat(timespec="seconds"), "device": devname,
+                  "meta": {**git, "gpus": gpus, "machine": machine, "repeat": args.repeat, "jobs": args.jobs,
+                           "size": size, "iters": iters, "layers": args.layers, "quick": args.quick,
+                           "timeout_s": args.timeout, "budget_s": args.budget, "command": " ".join(sys.argv)},
+                  "complete": False, "rows": list(skipped)}
+        tasks = [(rep, cfg) for rep in range(args.repeat) for cfg in todo]  # round by round
     for r in skipped:
         r.update(git)
-    tasks = [(rep, cfg) for rep in range(args.repeat) for cfg in todo]  # round by round
     log(f"bench.py: {len(todo)} configurations x {args.repeat} runs = {len(tasks)} processes on {devname} "
         f"({size} size, {iters} timed iterations, {args.jobs} at a time), commit {git['commit']}"
         f"{' (dirty)' if git['dirty'] else ''}; skipped: {len(skipped)}")
@@ -662,8 +739,11 @@ def run(args) -> Path:
         i, (rep, cfg) = i_task
         key = run_key(cfg)
         elapsed = time.monotonic() - started_at
-        if args.budget and elapsed + last_wall.get(key, 0.0) > args.budget:
-            r = {**cfg, **git, "repeat": rep, "ok": False, "skipped": f"time budget ({args.budget:.0f} s)"}
+        expected = run_estimate(key, last_wall, walls)
+        if args.budget and elapsed + expected > args.budget:
+            r = {**cfg, **git, "repeat": rep, "ok": False,
+                 "skipped": f"time budget ({args.budget:.0f} s; a run takes about {expected:.0f} s, {elapsed:.0f} s "
+                            "gone)"}
         else:
             slot = slots.get()  # a free slot: with several GPUs, the GPU no other running process uses
             try:
@@ -1079,6 +1159,14 @@ def run_key(run: dict) -> tuple:
     return run.get("bench"), run.get("layers"), run.get("name")
 
 
+def run_estimate(key: tuple, this_call: dict[tuple, float], earlier: dict[tuple, float]) -> float:
+    """Seconds a run of ``key`` is expected to take, for ``--budget``: its last wall in this call, else its wall in
+    the newest earlier file of this device kind (:func:`earlier_walls`), else 0 (unknown: it starts). Without the
+    earlier wall a first round started every run: on 2026-12-07 (H100) Adam's torch.compile run began 168 s into a
+    420 s budget, needed about 300 s, and the call's own limit killed it."""
+    return this_call.get(key, earlier.get(key, 0.0))
+
+
 def run_timeouts(configs: list[dict], walls: dict[tuple, float], timeout: float) -> dict[tuple, float]:
     """Seconds each configuration's run may take: ``--timeout``, or twice the configuration's earlier wall on this
     device kind where that is longer (2026-11-28: two of three torch.compile runs of Adam.step, 162-253 s alone
@@ -1184,6 +1272,9 @@ def main(argv=None) -> int:
                          "twice that run's wall")
     ap.add_argument("--budget", type=float, default=None, help="start no run that would end after this many seconds")
     ap.add_argument("--tag", default=None, help="name part of the result file (default: the benches)")
+    ap.add_argument("--resume", type=Path, default=None,
+                    help="continue this earlier result file (same benches, commit, device and machine): its runs "
+                         "stay, the runs it lacks toward --repeat run now; written under --out with its name")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--print", action="store_true", help="report: print instead of rewriting BENCHMARKS.md")
     ap.add_argument("--md", type=Path, default=BENCHMARKS_MD, help="report: the file whose generated section is rewritten")
