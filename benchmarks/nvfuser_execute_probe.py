@@ -6,7 +6,16 @@ Compiles llama (bf16, forward + backward) with ``executor="nvfuser"``, warms up,
 ``FusionDefinition.execute`` of 10 steps on the host (no synchronisation: what the host spends launching), per
 definition: calls per step, microseconds per call, its op count and most common ops. Also prints the floor, one
 single-op definition executed 2,000 times, and the step's host time against the sum of its executes: what is left
-is the lab's own program, the torch ops between regions and autograd.
+is the lab's own program, the torch ops between regions and autograd. Each definition's row also gives the kernels
+one call launches (from one profiled step: the launch calls inside the call's ``record_function`` range), since a
+definition nvFuser splits into several kernels pays each launch's host work.
+
+``--enable OPT,...`` / ``--disable OPT,...`` hand nvFuser's own options to every ``execute`` (its
+``_enable_options`` / ``_disable_options``, e.g. ``--enable host_ir_lowering``, ``--disable nvtx``), the compiles
+included; the first and last steps are then checked against eager PyTorch (loss and gradients, the lab's
+tolerance), so an option that changes results says so. Run it once without and once with an option for the A/B.
+
+    python3 benchmarks/nvfuser_execute_probe.py dataflow 8 --enable host_ir_lowering
 """
 import collections
 import os
@@ -20,12 +29,30 @@ import trace_lab  # noqa: E402
 import trace_lab.executors.nvfuser as nv  # noqa: E402
 from examples import workloads  # noqa: E402
 
-strategy = sys.argv[1] if len(sys.argv) > 1 else "memory"
-layers = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+import argparse  # noqa: E402
+
+ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+ap.add_argument("strategy", nargs="?", default="memory")
+ap.add_argument("layers", nargs="?", type=int, default=8)
+ap.add_argument("--enable", default="", help="nvFuser enable options for every execute, comma-separated")
+ap.add_argument("--disable", default="", help="nvFuser disable options for every execute, comma-separated")
+cli = ap.parse_args()
+strategy, layers = cli.strategy, cli.layers
 if not torch.cuda.is_available():
     sys.exit("nvfuser_execute_probe: needs a GPU (it times nvFuser's own host path)")
 
 from nvfuser_direct import DataType, FusionDefinition  # noqa: E402
+
+ENABLE = [o for o in cli.enable.split(",") if o]
+DISABLE = [o for o in cli.disable.split(",") if o]
+if ENABLE or DISABLE:  # every execute from here on, the lab's compiles and warm-ups included
+    _plain_execute = FusionDefinition.execute
+
+    def _with_options(self, inputs, **kw):
+        return _plain_execute(self, inputs, _enable_options=ENABLE, _disable_options=DISABLE, **kw)
+
+    FusionDefinition.execute = _with_options
+    print(f"nvFuser options on every execute: enable {ENABLE or '-'}, disable {DISABLE or '-'}")
 
 with FusionDefinition() as fd:
     a = fd.define_tensor(shape=[-1], contiguity=[True], dtype=DataType.BFloat16)
@@ -60,6 +87,24 @@ def step():
     model.zero_grad(set_to_none=True)
 
 
+def check_against_eager(when: str) -> None:
+    """One step of the lab and one of eager PyTorch on the same weights: loss and every gradient, the lab's
+    tolerance for bf16 (run/compare.py)."""
+    from trace_lab.run.compare import _close
+
+    got_loss = jfn(x).float().sum()
+    got_loss.backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    want_loss = model(x).float().sum()
+    want_loss.backward()
+    want = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    bad = [why for a, b in zip([got_loss, *got], [want_loss, *want]) if (why := _close(a, b, 1.0)) is not None]
+    print(f"{when} step against eager: " + ("matches (loss and every gradient)" if not bad else f"DIFFERS: {bad[0]}"))
+
+
+check_against_eager("first")
 for _ in range(4):
     step()
 torch.cuda.synchronize()
@@ -86,9 +131,31 @@ def timed_call(self, ins):
     fd = d.fd
     d.fd = Timed(fd, key)
     try:
-        return real_call(self, ins)
+        with torch.profiler.record_function(f"nvfuser_definition_{key}"):
+            return real_call(self, ins)
     finally:
         d.fd = fd
+
+
+def kernels_per_call() -> dict[int, float]:
+    """Definition key -> kernel launches a call, from one profiled step (launch calls inside its range)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+        torch.cuda.synchronize()
+    launches: dict[int, list] = collections.defaultdict(list)
+    for e in prof.events():
+        if e.name.startswith("nvfuser_definition_"):
+            n = sum(1 for c in _descendants(e) if "LaunchKernel" in c.name)
+            launches[int(e.name.rsplit("_", 1)[1])].append(n)
+    return {k: sum(v) / len(v) for k, v in launches.items()}
+
+
+def _descendants(e):
+    for c in e.cpu_children:
+        yield c
+        yield from _descendants(c)
 
 
 def host_per_step(n=10) -> float:
@@ -103,15 +170,22 @@ def host_per_step(n=10) -> float:
 plain = host_per_step()
 nv._SegmentRunner.__call__ = timed_call
 timed = host_per_step()
+spent_timed = {k: list(v) for k, v in spent.items()}
+kernels = kernels_per_call()
+spent.clear()
+spent.update(spent_timed)
 nv._SegmentRunner.__call__ = real_call
+check_against_eager("last")
 total = sum(sum(v) for v in spent.values()) / 10
 calls = sum(len(v) for v in spent.values()) / 10
 print(f"{strategy} + nvFuser, llama {layers} layers: host {plain * 1e3:.2f} ms a step ({timed * 1e3:.2f} ms timed); "
       f"{calls:.0f} executes a step take {total * 1e3:.2f} ms of it ({total / calls * 1e6:.1f} us each); "
       f"{len(spent)} definitions")
 rows = sorted(spent.items(), key=lambda kv: -sum(kv[1]))
-print(f"{'calls/step':>10} {'us/call':>8} {'ms/step':>8}  ops")
+print(f"{'calls/step':>10} {'us/call':>8} {'ms/step':>8} {'kernels':>7}  ops")
 for key, v in rows:
     ops = ops_of[key]
     top = ", ".join(f"{op} x{k}" for op, k in collections.Counter(ops).most_common(4))
-    print(f"{len(v) / 10:10.1f} {sum(v) / len(v) * 1e6:8.1f} {sum(v) / 10 * 1e3:8.2f}  {len(ops)} ops: {top}")
+    k = kernels.get(key)
+    print(f"{len(v) / 10:10.1f} {sum(v) / len(v) * 1e6:8.1f} {sum(v) / 10 * 1e3:8.2f} "
+          f"{'-' if k is None else format(k, '7.1f'):>7}  {len(ops)} ops: {top}")
