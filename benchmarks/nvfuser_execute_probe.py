@@ -17,6 +17,7 @@ tolerance), so an option that changes results says so. Run it once without and o
 
     python3 benchmarks/nvfuser_execute_probe.py dataflow 8 --enable host_ir_lowering
 """
+import argparse
 import collections
 import os
 import sys
@@ -28,8 +29,6 @@ import torch  # noqa: E402
 import trace_lab  # noqa: E402
 import trace_lab.executors.nvfuser as nv  # noqa: E402
 from examples import workloads  # noqa: E402
-
-import argparse  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("strategy", nargs="?", default="memory")
@@ -170,18 +169,16 @@ def host_per_step(n=10) -> float:
 plain = host_per_step()
 nv._SegmentRunner.__call__ = timed_call
 timed = host_per_step()
-spent_timed = {k: list(v) for k, v in spent.items()}
+per_def = {k: list(v) for k, v in spent.items()}  # the 10 timed steps' (the profiled step below adds to spent)
 kernels = kernels_per_call()
-spent.clear()
-spent.update(spent_timed)
 nv._SegmentRunner.__call__ = real_call
 check_against_eager("last")
-total = sum(sum(v) for v in spent.values()) / 10
-calls = sum(len(v) for v in spent.values()) / 10
+total = sum(sum(v) for v in per_def.values()) / 10
+calls = sum(len(v) for v in per_def.values()) / 10
 print(f"{strategy} + nvFuser, llama {layers} layers: host {plain * 1e3:.2f} ms a step ({timed * 1e3:.2f} ms timed); "
       f"{calls:.0f} executes a step take {total * 1e3:.2f} ms of it ({total / calls * 1e6:.1f} us each); "
-      f"{len(spent)} definitions")
-rows = sorted(spent.items(), key=lambda kv: -sum(kv[1]))
+      f"{len(per_def)} definitions")
+rows = sorted(per_def.items(), key=lambda kv: -sum(kv[1]))
 print(f"{'calls/step':>10} {'us/call':>8} {'ms/step':>8} {'kernels':>7}  ops")
 for key, v in rows:
     ops = ops_of[key]

@@ -71,7 +71,6 @@ def stand_in_runs(monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "_spawn", spawn)
     monkeypatch.setattr(bench, "_gpus", lambda: [])
     monkeypatch.setattr(bench, "machine_id", lambda: machine[0])
-    monkeypatch.setattr(bench, "RESULTS", tmp_path / "none")
     monkeypatch.setattr(bench.time, "monotonic", lambda: clock[0])
     monkeypatch.setenv("TRACE_LAB_COMMIT", GIT["commit"])
     monkeypatch.setenv("TRACE_LAB_DIRTY", "0")
