@@ -45,6 +45,17 @@ def test_can_fuse_agrees_with_the_table():
     assert fusible_reason(mm, library=True) is None
 
 
+def test_cat_fuses_where_its_pieces_match_the_result_and_says_why_not_elsewhere():
+    ok = fake_cuda_graph(lambda a, b: torch.cat([a, b], -1), (2, 3), (2, 5))
+    legacy = fake_cuda_graph(lambda a, b: torch.cat([a, b]), (2, 3), (0,))  # aten skips a 1-d empty piece
+    empty = fake_cuda_graph(lambda a, b: torch.cat([a, b]), (2, 3), (0, 3))
+    (cat,), (legacy_cat,), (empty_cat,) = ([n for n in g.graph.nodes if n.target == aten.cat.default]
+                                           for g in (ok, legacy, empty))
+    assert fusible_reason(cat) is None
+    assert "rank 1 in a rank-2 result" in fusible_reason(legacy_cat)
+    assert "an empty piece" in fusible_reason(empty_cat)
+
+
 def test_cpu_results_do_not_fuse():
     from torch.fx.experimental.proxy_tensor import make_fx
 

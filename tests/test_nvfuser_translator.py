@@ -46,6 +46,14 @@ def _layer_norm_gelu(x, w, b):
     return F.gelu(F.layer_norm(x, (x.shape[-1],), w, b)) + F.gelu(x, approximate="tanh")
 
 
+def _heads_cat(q, k, v):
+    """llama's backward lays the q/k/v gradients out as [B, T, H*D] and concatenates them (k's a transpose)."""
+    b, h, t, d = 2, 3, 5, 4
+    heads = (q.view(b, h, t, d).permute(0, 2, 1, 3), k.view(b, h, d, t).permute(0, 3, 1, 2),
+             v.view(b, h, t, d).permute(0, 2, 1, 3))
+    return torch.cat([x.clone(memory_format=torch.contiguous_format).view(b, t, h * d) for x in heads], 2) * 0.5
+
+
 def _with_grad(fn):
     def run(*args):
         args = [a.requires_grad_() if a.is_floating_point() else a for a in args]
@@ -69,6 +77,8 @@ CASES = {
                                           torch.ones(6, 6, dtype=torch.bool).tril()]),
     "layer_norm_gelu": (_layer_norm_gelu, lambda dt: [torch.randn(3, 7, 16, dtype=dt), torch.randn(16, dtype=dt),
                                                       torch.randn(16, dtype=dt)]),
+    "heads_cat": (_heads_cat, lambda dt: [torch.randn(6, 5, 4, dtype=dt), torch.randn(6, 4, 5, dtype=dt),
+                                          torch.randn(6, 5, 4, dtype=dt)]),
 }
 
 

@@ -143,6 +143,16 @@ def _identity(b: Builder, n: fx.Node):  # clone / alias: a fresh buffer of the s
     return b.fd.ops.set(b.arg(n.args[0], _out(n).dtype))
 
 
+def _cat_dim(n: fx.Node) -> int:
+    dim = n.args[1] if len(n.args) > 1 else n.kwargs.get("dim", 0)
+    return dim % _out(n).dim()
+
+
+def _cat(b: Builder, n: fx.Node):  # aten.cat(tensors, dim): one definition writes each piece at its offset
+    out = _out(n)
+    return b.fd.ops.cat([b.arg(t, out.dtype) for t in n.args[0]], _cat_dim(n))
+
+
 def _reshape(b: Builder, n: fx.Node):
     src, out = _val(n.args[0]), _out(n)
     v = b.arg(n.args[0], out.dtype)
@@ -325,6 +335,23 @@ def _check_copy_(n):
     dest = n.args[0]
     if not (isinstance(dest, fx.Node) and dest.op == "placeholder"):
         return "copy_ into a value computed in this program (nvFuser aliases outputs to inputs only)"
+    return None
+
+
+def _check_cat(n):
+    """aten.cat skips 1-d empty tensors of any rank (a legacy rule) and promotes mixed dtypes: the lowering takes
+    pieces of the result's rank, each non-empty, cast to the result's dtype."""
+    pieces, out = n.args[0], _out(n)
+    if not isinstance(out, torch.Tensor) or out.dim() == 0:
+        return "no tensor result of rank >= 1"
+    for t in pieces:
+        v = _val(t)
+        if not isinstance(v, torch.Tensor):
+            return "a piece is not a tensor"
+        if v.dim() != out.dim():
+            return f"a piece of rank {v.dim()} in a rank-{out.dim()} result (aten's legacy empty pieces)"
+        if v.numel() == 0:
+            return "an empty piece"
     return None
 
 

@@ -34,7 +34,7 @@ import torch
 import torch.fx as fx
 
 from .nvfuser_builder import Builder
-from .nvfuser_lowerings import (_binary, _cast, _check_copy_, _check_div, _check_layer_norm, _check_to_copy, _clamp,
+from .nvfuser_lowerings import (_binary, _cast, _cat, _check_cat, _check_copy_, _check_div, _check_layer_norm, _check_to_copy, _clamp,
                                 _compare, _copy_, _copy_like, _div, _expand, _fma, _full, _gelu, _gelu_backward,
                                 _identity, _layer_norm, _logical, _not, _permute, _pow_scalar_base, _reduce, _reshape,
                                 _silu_backward, _softmax, _softmax_backward, _squeeze, _transpose2d, _unary,
@@ -101,6 +101,7 @@ _add([aten.copy.default], _copy_like)
 _add([aten.copy_.default], _copy_, _check_copy_)
 _add([aten.view.default, aten._unsafe_view.default, aten.reshape.default], _reshape)
 _add([aten.permute.default], _permute)
+_add([aten.cat.default], _cat, _check_cat)
 _add([aten.t.default], _transpose2d)
 _add([aten.expand.default], _expand)
 _add([aten.unsqueeze.default], _unsqueeze)
