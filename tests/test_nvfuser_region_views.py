@@ -94,3 +94,36 @@ def test_the_benchmarks_ab_variant_compiles_without_folding_and_restores_it():
     assert plain.views is None and RegionProgram.fold_views is True and _program().views is not None
     a, w = torch.randn(16, 16), torch.randn(16, 16)
     torch.testing.assert_close(plain(a, w)[0], _heads(a, w)[0])
+
+
+def _grad_and_its_transpose(g, x):
+    """A linear's weight gradient as the backward hands it on: a 2-D view of a segment's result and that view's
+    transpose (for the next matmul)."""
+    d = (g * torch.sigmoid(x)).view(32, 8)
+    return d, d.t()
+
+
+def _grad_view_only(g, x):
+    return ((g * torch.sigmoid(x)).view(32, 8),)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_result_handed_out_as_a_view_and_its_transpose_is_written_once(dtype):
+    gm = make_fx(_grad_and_its_transpose)(*[torch.empty(4, 8, 8, device="meta", dtype=dtype) for _ in range(2)])
+    steps, _ = split_region(gm)
+    (seg,) = [s for kind, s in steps if kind == "fuse"]
+    assert len(seg.outputs) == 1 and seg.outputs[0].target is aten.mul.Tensor, seg.outputs  # the product, once
+    assert [n.target for kind, n in steps if kind == "torch"] == [aten.view.default, aten.t.default]
+    program = RegionProgram(gm, steps, {id(seg): lambda ins, fd=build_definition(seg, nvfuser_mock.module):
+                                        fd.execute(ins)}, multi=True)
+    for _ in range(3):  # the checked first call, then folded views
+        g, x = torch.randn(4, 8, 8, dtype=dtype), torch.randn(4, 8, 8, dtype=dtype)
+        d, d_t = program(g, x)
+        want, want_t = _grad_and_its_transpose(g, x)
+        torch.testing.assert_close(d, want)
+        torch.testing.assert_close(d_t, want_t)
+        assert d_t.data_ptr() == d.data_ptr() and d_t.stride() == want_t.stride()  # a view of the one result
+
+    gm = make_fx(_grad_view_only)(*[torch.empty(4, 8, 8, device="meta", dtype=dtype) for _ in range(2)])
+    steps, _ = split_region(gm)  # leaving only as its view: the view stays in the segment (same bytes either way)
+    assert [kind for kind, _ in steps] == ["fuse"] and steps[0][1].outputs[0].target is aten.view.default

@@ -15,6 +15,9 @@ A segment's views of its inputs that none of its ops reads (a weight's transpose
 identity ``expand``) are torch steps after it (:func:`_passed_input_views`): through nvFuser each was a fresh
 copy in nvFuser's layout, and a region downstream, compiled for the view's recorded layout, then ran op by op
 (llama, memory strategy, on the CPU stand-in: the attention region of every layer after the first).
+Likewise a segment's views of its own result where that result leaves anyway, as an output or through another
+view (a weight gradient handed out as a 2-D view and that view's transpose): torch steps after it
+(:func:`_detach_shared_views`), so nvFuser writes the result once instead of once a view.
 The region program's view steps fold as the main program's do (:mod:`..runtime.fast_views`): after a
 first call that checks each view's layout, one stride reinterpretation each (llama 8L, memory strategy,
 CPU stand-in: 237 view steps a training step, each a dispatcher round trip before).
@@ -164,6 +167,8 @@ def split_region(gm: fx.GraphModule, reason=fusible_reason):
         steps.append(("torch", n))
     close()
     _wire(gm, steps)
+    if _detach_shared_views(steps):
+        _wire(gm, steps)
     return steps, notes
 
 
@@ -302,6 +307,44 @@ def _detach_edge_views(gm: fx.GraphModule, steps, writable: set, returned: set) 
             moved = True
     if moved:
         _wire(gm, steps)
+
+
+def _detach_shared_views(steps) -> bool:
+    """Move out the edge views (:func:`_edge_views`) of a value a segment makes that leaves the segment anyway:
+    its source is an output, or the source of another output's view. nvFuser writes every output, a view
+    included, as a tensor of its own, so a linear's weight gradient handed out as a 2-D view and as that view's
+    transpose (for the next matmul) was written twice, the second time as a transposing copy. As torch steps
+    after the segment they are views of the one output (free; :mod:`..runtime.fast_views` folds them), in the
+    strides the capture recorded for them. Views whose source leaves only through them stay: moving them
+    would write the same bytes. True when a segment changed (its inputs and outputs need :func:`_wire`)."""
+    moved = False
+    for i in range(len(steps) - 1, -1, -1):
+        kind, seg = steps[i]
+        if kind != "fuse" or seg.copies:
+            continue
+        edge = _edge_views(seg)
+        edge_set = set(edge)
+        produced = seg.produced()
+
+        def source(n):
+            while n in edge_set:
+                n = n.args[0]
+            return n
+
+        leaving = set(seg.outputs)
+        by_source: dict = {}
+        for o in seg.outputs:
+            by_source.setdefault(source(o), []).append(o)
+        shared = {s for s, outs in by_source.items()
+                  if s in produced and s not in edge_set and (s in leaving or len(outs) > 1)}
+        out = [n for n in edge if source(n) in shared]
+        rest = [n for n in seg.ops if n not in set(out)]
+        if not out or _layout_only(rest):
+            continue
+        seg.ops = rest
+        steps[i + 1:i + 1] = [("torch", n) for n in out]
+        moved = True
+    return moved
 
 
 def plan_in_place(gm: fx.GraphModule, steps, writable: set) -> set:
