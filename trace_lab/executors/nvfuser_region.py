@@ -281,6 +281,22 @@ def _edge_inputs(edge: list[fx.Node]) -> set:
     return {a for n in edge for a in n.all_input_nodes}
 
 
+def _segments_last_first(steps):
+    """(index, segment) of each fused segment without ``copy_``s, the last first: ops moved to torch steps right
+    after one leave the indices of those before it as they were."""
+    for i in range(len(steps) - 1, -1, -1):
+        kind, seg = steps[i]
+        if kind == "fuse" and not seg.copies:
+            yield i, seg
+
+
+def _move_after(steps, i: int, seg: Segment, ops: list) -> None:
+    """Take ``ops`` out of ``seg`` (``steps[i]``) and run them as torch steps right after it, in their order."""
+    moving = set(ops)
+    seg.ops = [n for n in seg.ops if n not in moving]
+    steps[i + 1:i + 1] = [("torch", n) for n in ops]
+
+
 def _detach_edge_views(gm: fx.GraphModule, steps, writable: set, returned: set) -> None:
     """Where only a segment's edge views (:func:`_edge_views`: permutes of weights passed on to a matmul, views of
     its results) keep a dying ``writable`` input from being written over, they become torch steps right after
@@ -289,10 +305,7 @@ def _detach_edge_views(gm: fx.GraphModule, steps, writable: set, returned: set) 
     ops (each split costs a step of host time)."""
     last = _last_reads(steps)
     moved = False
-    for i in range(len(steps) - 1, -1, -1):
-        kind, seg = steps[i]
-        if kind != "fuse" or seg.copies:
-            continue
+    for i, seg in _segments_last_first(steps):
         edge = _edge_views(seg)
         edge_set = set(edge)
         rest = [n for n in seg.ops if n not in edge_set]
@@ -302,8 +315,7 @@ def _detach_edge_views(gm: fx.GraphModule, steps, writable: set, returned: set) 
         dying = [x for x in _dying_inputs(seg, i, writable, returned, last) if x not in read_after]
         if any(not all(_flat_elementwise(n, x.meta["val"].numel()) for n in seg.ops)
                and all(_flat_elementwise(n, x.meta["val"].numel()) for n in rest) for x in dying):
-            seg.ops = rest
-            steps[i + 1:i + 1] = [("torch", n) for n in edge]
+            _move_after(steps, i, seg, edge)
             moved = True
     if moved:
         _wire(gm, steps)
@@ -318,10 +330,7 @@ def _detach_shared_views(steps) -> bool:
     strides the capture recorded for them. Views whose source leaves only through them stay: moving them
     would write the same bytes. True when a segment changed (its inputs and outputs need :func:`_wire`)."""
     moved = False
-    for i in range(len(steps) - 1, -1, -1):
-        kind, seg = steps[i]
-        if kind != "fuse" or seg.copies:
-            continue
+    for i, seg in _segments_last_first(steps):
         edge = _edge_views(seg)
         edge_set = set(edge)
         produced = seg.produced()
@@ -338,11 +347,9 @@ def _detach_shared_views(steps) -> bool:
         shared = {s for s, outs in by_source.items()
                   if s in produced and s not in edge_set and (s in leaving or len(outs) > 1)}
         out = [n for n in edge if source(n) in shared]
-        rest = [n for n in seg.ops if n not in set(out)]
-        if not out or _layout_only(rest):
+        if not out or _layout_only([n for n in seg.ops if n not in set(out)]):
             continue
-        seg.ops = rest
-        steps[i + 1:i + 1] = [("torch", n) for n in out]
+        _move_after(steps, i, seg, out)
         moved = True
     return moved
 
