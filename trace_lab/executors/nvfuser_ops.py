@@ -35,10 +35,10 @@ import torch.fx as fx
 
 from .nvfuser_builder import Builder
 from .nvfuser_lowerings import (_binary, _cast, _cat, _check_cat, _check_copy_, _check_div, _check_layer_norm,
-                                _check_to_copy, _clamp, _compare, _copy_, _copy_like, _div, _expand, _fma, _full, _gelu, _gelu_backward,
-                                _identity, _layer_norm, _logical, _not, _permute, _pow_scalar_base, _reduce, _reshape,
-                                _silu_backward, _softmax, _softmax_backward, _squeeze, _transpose2d, _unary,
-                                _unsqueeze, _where, _matmul, _check_matmul)
+                                _check_to_copy, _clamp, _compare, _copy_, _copy_like, _div, _expand, _fma, _full,
+                                _gelu, _gelu_backward, _identity, _layer_norm, _logical, _not, _permute,
+                                _pow_scalar_base, _reduce, _reshape, _silu_backward, _softmax, _softmax_backward,
+                                _squeeze, _transpose2d, _unary, _unsqueeze, _where, _matmul, _check_matmul)
 
 __all__ = ["OpEntry", "FUSIBLE", "LIBRARY", "LATE_ENTRIES", "table_entry", "fusible_reason", "Builder", "METADATA_OPS", "SUPPORTED_DTYPES"]
 
