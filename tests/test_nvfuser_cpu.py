@@ -56,6 +56,42 @@ def test_cat_fuses_where_its_pieces_match_the_result_and_says_why_not_elsewhere(
     assert "an empty piece" in fusible_reason(empty_cat)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_opinfo_cat_samples_through_nvfuser_match_eager_forward_and_backward(monkeypatch, dtype):
+    """Every OpInfo ``cat`` sample, jitted with ``executor="nvfuser"`` on the CPU stand-in: output and the pieces'
+    gradients against eager. The samples the check refuses (legacy or empty pieces) run through torch; the rest
+    are lowered through ``fd.ops.cat`` (counted, so the test fails if none is)."""
+    import trace_lab
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    import trace_lab.executors.nvfuser_ops as ops
+    from tests.nvfuser_cpu import cpu_nvfuser
+
+    cpu_nvfuser(monkeypatch)
+    entry, lowered = FUSIBLE[aten.cat.default], []
+    monkeypatch.setitem(FUSIBLE, aten.cat.default,
+                        ops.OpEntry(lambda b, n: lowered.append(n) or entry.build(b, n), entry.check))
+    op = next(o for o in op_db if o.name == "cat")
+    samples = list(op.sample_inputs("cpu", dtype, requires_grad=True))
+    for sample in samples:
+        pieces = list(sample.input)
+
+        def cat(*ts, args=sample.args, kwargs=sample.kwargs):
+            return torch.cat(list(ts), *args, **kwargs)
+
+        want = cat(*pieces)
+        grad = torch.randn_like(want)
+        leaves = [p.detach().clone().requires_grad_() for p in pieces]
+        got = trace_lab.jit(cat, fusion="dataflow", executor="nvfuser")(*leaves)
+        torch.testing.assert_close(got, want)
+        for g, w in zip(torch.autograd.grad(got, leaves, grad), torch.autograd.grad(want, pieces, grad)):
+            torch.testing.assert_close(g, w)
+    assert lowered, "no cat sample was lowered through fd.ops.cat"
+    for n in lowered:  # what reached the lowering: pieces of the result's rank, none empty (the check's refusals)
+        result = n.meta["val"]
+        assert all(p.meta["val"].dim() == result.dim() and p.meta["val"].numel() for p in n.args[0]), n.args
+
+
 def test_cpu_results_do_not_fuse():
     from torch.fx.experimental.proxy_tensor import make_fx
 
