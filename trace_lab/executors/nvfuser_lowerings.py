@@ -341,13 +341,9 @@ def _check_copy_(n):
 def _check_cat(n):
     """aten.cat skips 1-d empty tensors of any rank (a legacy rule) and promotes mixed dtypes: the lowering takes
     pieces of the result's rank, each non-empty, cast to the result's dtype."""
-    pieces, out = n.args[0], _out(n)
-    if not isinstance(out, torch.Tensor) or out.dim() == 0:
-        return "no tensor result of rank >= 1"
-    for t in pieces:
+    out = _out(n)
+    for t in n.args[0]:
         v = _val(t)
-        if not isinstance(v, torch.Tensor):
-            return "a piece is not a tensor"
         if v.dim() != out.dim():
             return f"a piece of rank {v.dim()} in a rank-{out.dim()} result (aten's legacy empty pieces)"
         if v.numel() == 0:

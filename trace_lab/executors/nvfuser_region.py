@@ -344,8 +344,7 @@ def _detach_shared_views(steps) -> bool:
         by_source: dict = {}
         for o in seg.outputs:
             by_source.setdefault(source(o), []).append(o)
-        shared = {s for s, outs in by_source.items()
-                  if s in produced and s not in edge_set and (s in leaving or len(outs) > 1)}
+        shared = {s for s, outs in by_source.items() if s in produced and (s in leaving or len(outs) > 1)}
         out = [n for n in edge if source(n) in shared]
         if not out or _layout_only([n for n in seg.ops if n not in set(out)]):
             continue
