@@ -40,7 +40,10 @@ from .nvfuser_lowerings import (_binary, _cast, _cat, _check_cat, _check_copy_, 
                                 _pow_scalar_base, _reduce, _reshape, _silu_backward, _softmax, _softmax_backward,
                                 _squeeze, _transpose2d, _unary, _unsqueeze, _where, _matmul, _check_matmul)
 
-__all__ = ["OpEntry", "FUSIBLE", "LIBRARY", "LATE_ENTRIES", "table_entry", "fusible_reason", "Builder", "METADATA_OPS", "SUPPORTED_DTYPES"]
+__all__ = [
+    "OpEntry", "FUSIBLE", "LIBRARY", "LATE_ENTRIES", "table_entry", "fusible_reason", "Builder", "METADATA_OPS",
+    "SUPPORTED_DTYPES",
+]
 
 aten = torch.ops.aten
 prims = torch.ops.prims
