@@ -602,7 +602,7 @@ class RegionProgram:
 
         keys = [item if kind == "torch" else _SegmentLine() for kind, item, _ in self.plan]
         dead = {k: gone for k, (_, _, gone) in zip(keys, self.plan)}  # line -> the values it drops
-        plans, frees = plan_views(keys, self.outputs, dead) if self.fold_views else ({}, dead)
+        plans, frees = plan_views(keys, self.outputs, dead, fold_returned=True) if self.fold_views else ({}, dead)
         if not plans:
             return self._emit(gm, keys, dead, None)
         state = FirstCallChecked(plans, [n.name for n in plans], lambda: self._emit(gm, keys, dead, None, False)[2])

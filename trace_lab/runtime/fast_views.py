@@ -74,14 +74,16 @@ class ViewPlan:
     identity: bool
 
 
-def plan(ops, outputs, dead: dict) -> tuple[dict[fx.Node, ViewPlan], dict]:
+def plan(ops, outputs, dead: dict, fold_returned: bool = False) -> tuple[dict[fx.Node, ViewPlan], dict]:
     """The foldable view lines among ``ops`` (in program order) and the frees the checked and folded programs
     follow. ``outputs``: the values the program returns; ``dead``: node -> the values deleted after its line.
+    A returned view folds only with ``fold_returned``: a fused region's program, whose results go to the lab's
+    own program, not to AOTAutograd (whose saved views it detaches, and whose user-visible views it replays).
 
     A view that lands on its root's layout is the root; where the root was already deleted (a weight's
     ``permute`` of a ``permute``: the weight dies at the first), its ``del`` moves to the view's line. That
     costs no memory: the view's input shares the root's storage and is alive until that line."""
-    returned = {a for a in outputs if isinstance(a, fx.Node)}
+    returned = set() if fold_returned else {a for a in outputs if isinstance(a, fx.Node)}
     plans: dict[fx.Node, ViewPlan] = {}
     frees = {n: list(v) for n, v in dead.items()}
     deleted_at: dict = {}  # value -> the line whose frees delete it
