@@ -5,7 +5,8 @@ of ``ctx.executor.can_fuse(node)`` only; whether a region's inner values touch
 memory is ``ctx.executor.materializes_regions`` (it changes what the memory
 strategy predicts).
 
-Every strategy but ``none`` first folds scalar constants (:mod:`.constant_fold`).
+Every strategy but ``none`` first folds scalar constants (:mod:`.constant_fold`) and computes equal input-free
+values once (:mod:`.input_free_cse`).
 
 * ``none``       - one op per kernel, original order: the trace is unchanged.
 * ``dataflow``   - fusible producer/consumer chains merged (cycle-checked), groups
@@ -30,6 +31,7 @@ from __future__ import annotations
 from ..errors import TraceLabError
 from ..options import FUSION_STRATEGIES
 from .constant_fold import fold_constants
+from .input_free_cse import merge_input_free_duplicates
 from .layers import layer_keys, layer_units
 from .registry import register_pass
 from .partition import (OpGraph, dataflow_groups, horizontal_order, singleton_units, topological_order)
@@ -102,6 +104,7 @@ def fusion_pass(trace, ctx):
     if strategy == "none":
         return trace.derive(trace.gm, "fusion", info={"fusion": "none", "regions": []})
     trace = fold_constants(trace)  # scalars computed from literals alone: once, not on every call
+    trace = merge_input_free_duplicates(trace)  # equal values built from literals alone: computed once a call
     materialized = ctx.executor.materializes_regions
     can_fuse = ctx.executor.can_fuse
     can_compile = ctx.executor.can_compile
