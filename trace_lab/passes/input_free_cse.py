@@ -22,13 +22,12 @@ import torch
 import torch.fx as fx
 
 from ..ir.trace import Trace
+from .constant_fold import _UNDEFINED_CONTENT  # allocations whose values are undefined: never one value
 
 __all__ = ["merge_input_free_duplicates", "MAX_HELD_BYTES"]
 
 MAX_HELD_BYTES = 1 << 20  # a merged value no copy of which is returned is held at most this long across readers
 
-_UNDEFINED_CONTENT = frozenset({"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
-                                "empty_permuted"})
 
 
 def _mergeable_op(n: fx.Node) -> bool:
