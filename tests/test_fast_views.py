@@ -91,3 +91,29 @@ def test_views_at_an_offset_fold_to_the_same_values():
         torch.testing.assert_close(jfn(x, w), _offset_views(x, w))
     views = jfn.compilations()[-1].compiled.generated.views
     assert views.fast_chosen and any(delta for _, _, delta, _ in views.expected.values())
+
+
+def test_a_backwards_returned_gradient_view_folds_and_autograd_accumulates_it_as_eager():
+    """A backward's results are gradients, not a caller's views: a weight gradient that is a permute of a
+    matmul's result folds too (no aten permute after the checked first call), in eager's layout, and three
+    steps accumulate into ``.grad`` as eager's do."""
+    model, x = _llama()
+    ref = copy.deepcopy(model)
+    jfn = trace_lab.jit(model, fusion="dataflow", executor="eager")
+    for _ in range(3):  # gradients accumulate over the calls: AccumulateGrad takes the first, adds the rest
+        got, want = jfn(x), ref(x)
+        got.sum().backward(), want.sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad)
+            assert p.grad.stride() == q.grad.stride()
+    record = jfn.compilations()[-1]
+    backward, trace = record.compiled, record.traces[-1]
+    out = trace.output_node
+    returned_views = [a for a in out.args[0] if isinstance(a, torch.fx.Node) and a.target is torch.ops.aten.permute.default]
+    assert returned_views, "the llama backward returns no permuted gradient: the test checks nothing"
+    folded = backward.generated.views.expected
+    assert backward.generated.views.fast_chosen and len(folded) >= len(returned_views)
+    for v in returned_views:
+        name = trace.name(v)
+        # one stride reinterpretation, or the root itself where the permute undoes another
+        assert re.search(rf"^\s*{name} = (_g_v\d+\(|\w+$)", backward.source, re.M), (name, backward.source)

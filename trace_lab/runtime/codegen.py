@@ -319,7 +319,9 @@ def generate(trace: Trace, region_runner=None, views_as_reshape: bool = False,
     ``donations``: region node -> argument positions it frees inside its call (:func:`_body`).
     """
     if fast_views and not instrument and _views is None:
-        plans, frees = plan_views(trace.ops, _outputs(trace), _dead(trace, materialized_regions))
+        # a backward's results are gradients autograd accumulates, no caller's views: its returned views fold too
+        plans, frees = plan_views(trace.ops, _outputs(trace), _dead(trace, materialized_regions),
+                                  fold_returned=trace.kind == "backward")
         if plans:
             return _first_call_checked(trace, region_runner, views_as_reshape, materialized_regions, program,
                                        plans, frees, donations)

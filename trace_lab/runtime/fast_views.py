@@ -78,7 +78,8 @@ def plan(ops, outputs, dead: dict, fold_returned: bool = False) -> tuple[dict[fx
     """The foldable view lines among ``ops`` (in program order) and the frees the checked and folded programs
     follow. ``outputs``: the values the program returns; ``dead``: node -> the values deleted after its line.
     A returned view folds only with ``fold_returned``: a fused region's program, whose results go to the lab's
-    own program, not to AOTAutograd (whose saved views it detaches, and whose user-visible views it replays).
+    own program, and a backward, whose results are gradients autograd accumulates; a forward's results go to
+    AOTAutograd as a caller's outputs (it replays the user-visible views) and saved values.
 
     A view that lands on its root's layout is the root; where the root was already deleted (a weight's
     ``permute`` of a ``permute``: the weight dies at the first), its ``del`` moves to the view's line. That
