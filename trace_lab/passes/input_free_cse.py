@@ -29,7 +29,6 @@ __all__ = ["merge_input_free_duplicates", "MAX_HELD_BYTES"]
 MAX_HELD_BYTES = 1 << 20  # a merged value no copy of which is returned is held at most this long across readers
 
 
-
 def _mergeable_op(n: fx.Node) -> bool:
     t = n.target
     if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload):
