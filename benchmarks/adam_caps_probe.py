@@ -22,6 +22,7 @@ import time
 
 sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
+from tests.nvfuser_cpu import nvfuser_device  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import trace_lab  # noqa: E402
@@ -37,13 +38,7 @@ ap.add_argument("--rounds", type=int, default=5)
 ap.add_argument("--iters", type=int, default=20)
 ap.add_argument("--budget", type=float, default=300.0, help="seconds after which no further configuration is built")
 args = ap.parse_args()
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-if DEVICE == "cpu":
-    import pytest
-
-    from tests.nvfuser_cpu import cpu_nvfuser
-
-    cpu_nvfuser(pytest.MonkeyPatch())
+DEVICE = nvfuser_device()
 for cap in args.caps:
     if cap not in ("dataflow", "none") and not (cap.isdigit() and int(cap) > 0):
         sys.exit(f"--caps: {cap!r} is not dataflow, none or a positive number of ops")

@@ -27,6 +27,7 @@ import sys
 
 sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
+from tests.nvfuser_cpu import nvfuser_device  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import trace_lab  # noqa: E402
@@ -40,13 +41,7 @@ ap.add_argument("variants", nargs="*", default=["base", "noset", "zerod", "stepc
 ap.add_argument("--params", type=int, default=8)
 ap.add_argument("--show-definition", action="store_true", help="print the first definition built (nvFuser's Python)")
 args = ap.parse_args()
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-if DEVICE == "cpu":  # a dry run through the tests' nvfuser_direct stand-in: the variants and the checks, no kernels
-    import pytest
-
-    from tests.nvfuser_cpu import cpu_nvfuser
-
-    cpu_nvfuser(pytest.MonkeyPatch())
+DEVICE = nvfuser_device()  # CPU: a dry run through the tests' nvfuser_direct stand-in: the variants and the checks
 
 aten = torch.ops.aten
 COPY_ = nv_ops.FUSIBLE[aten.copy_.default]

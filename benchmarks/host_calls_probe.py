@@ -16,6 +16,7 @@ import sys
 
 sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
+from tests.nvfuser_cpu import nvfuser_device  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
 import trace_lab  # noqa: E402
@@ -24,13 +25,8 @@ from examples import workloads  # noqa: E402
 
 strategy = sys.argv[1] if len(sys.argv) > 1 else "dataflow"
 layers = int(sys.argv[2]) if len(sys.argv) > 2 else 8
-device = "cuda" if torch.cuda.is_available() else "cpu"
+device = nvfuser_device()
 if device == "cpu":
-    import pytest
-
-    from tests.nvfuser_cpu import cpu_nvfuser
-
-    cpu_nvfuser(pytest.MonkeyPatch())
     torch.set_num_threads(1)
 
 model, (x,) = workloads.make_llama(layers)(device, "full" if device == "cuda" else "small")

@@ -16,6 +16,7 @@ import time
 
 sys.path.insert(0, os.getcwd())
 import torch  # noqa: E402
+from tests.nvfuser_cpu import nvfuser_device  # noqa: E402
 
 import trace_lab  # noqa: E402
 import trace_lab.executors.nvfuser as nv  # noqa: E402
@@ -23,13 +24,7 @@ from examples import workloads  # noqa: E402
 
 strategy = sys.argv[1] if len(sys.argv) > 1 else "memory"
 layers = int(sys.argv[2]) if len(sys.argv) > 2 else 8
-device = "cuda" if torch.cuda.is_available() else "cpu"
-if device == "cpu":
-    import pytest
-
-    from tests.nvfuser_cpu import cpu_nvfuser
-
-    cpu_nvfuser(pytest.MonkeyPatch())
+device = nvfuser_device()
 
 built = []
 real_definition = nv.NvFuserExecutor._definition

@@ -14,6 +14,18 @@ from __future__ import annotations
 from tests import nvfuser_mock
 
 
+def nvfuser_device() -> str:
+    """For the benchmarks' probes: ``"cuda"`` where there is a GPU (real nvFuser), else ``"cpu"`` with the stand-in
+    installed for the rest of the process (a dry run: the same segments and definitions, no kernels)."""
+    import pytest
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    cpu_nvfuser(pytest.MonkeyPatch())
+    return "cpu"
+
+
 def cpu_nvfuser(monkeypatch) -> None:
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
