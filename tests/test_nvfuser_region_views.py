@@ -36,8 +36,8 @@ def _heads(a, w):
     return (s.exp(),)  # a segment
 
 
-def _program():
-    gm = make_fx(_heads)(torch.empty(16, 16, device="meta"), torch.empty(16, 16, device="meta"))
+def _program(fn=None):
+    gm = make_fx(fn or _heads)(torch.empty(16, 16, device="meta"), torch.empty(16, 16, device="meta"))
     steps, _ = split_region(gm)
     assert [k for k, _ in steps].count("fuse") == 2, steps
     runners = {id(s): (lambda ins, fd=build_definition(s, nvfuser_mock.module): fd.execute(ins))
@@ -75,11 +75,7 @@ def test_a_returned_view_folds_too_and_keeps_its_layout():
     """The region's results go to the lab's own program, so a view it returns folds like the others (llama 8L
     on the stand-in: 200 aten view calls a step fewer): later calls send no view to the dispatcher, and the
     result has eager's values and strides."""
-    gm = make_fx(_heads_returned)(torch.empty(16, 16, device="meta"), torch.empty(16, 16, device="meta"))
-    steps, _ = split_region(gm)
-    runners = {id(s): (lambda ins, fd=build_definition(s, nvfuser_mock.module): fd.execute(ins))
-               for kind, s in steps if kind == "fuse"}
-    program = RegionProgram(gm, steps, runners, multi=True)
+    program = _program(_heads_returned)
     for call in range(3):
         a, w = torch.randn(16, 16), torch.randn(16, 16)
         with _AtenCalls() as seen:
