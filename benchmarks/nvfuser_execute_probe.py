@@ -8,7 +8,9 @@ definition: calls per step, microseconds per call, its op count and most common 
 single-op definition executed 2,000 times, and the step's host time against the sum of its executes: what is left
 is the lab's own program, the torch ops between regions and autograd. Each definition's row also gives the kernels
 one call launches (from one profiled step: the launch calls inside the call's ``record_function`` range), since a
-definition nvFuser splits into several kernels pays each launch's host work.
+definition nvFuser splits into several kernels pays each launch's host work, and what one call costs when the
+definition runs alone, 200 times in a row on one step's inputs (in a step the calls took 2-10x the one-add floor on
+2026-12-07: this column says whether that is the definition or the step around it).
 
 ``--enable OPT,...`` / ``--disable OPT,...`` hand nvFuser's own options to every ``execute`` (its
 ``_enable_options`` / ``_disable_options``, e.g. ``--enable host_ir_lowering``, ``--disable nvtx``), the compiles
@@ -140,6 +142,49 @@ def timed_call(self, ins):
         d.fd = fd
 
 
+def isolated_per_call(calls: int = 200) -> dict[int, float]:
+    """Definition key -> host seconds a call when the definition runs alone: one more step keeps each definition's
+    first inputs, then each is executed ``calls`` times in a row on them (no synchronisation inside; the launch queue
+    holds them). Beside the in-step figure it says whether a call's cost is nvFuser's own path for that definition or
+    the step around it (allocator, caches). An in-place definition writes over its kept inputs: values, not time."""
+    kept: dict[int, tuple] = {}
+
+    class Keep:
+        def __init__(self, fd, key):
+            self.fd, self.key = fd, key
+
+        def execute(self, ins):
+            kept.setdefault(self.key, (self.fd, list(ins)))
+            return self.fd.execute(ins)
+
+    def keeping_call(self, ins):
+        d = self.definition
+        fd = d.fd
+        d.fd = Keep(fd, id(d))
+        try:
+            return real_call(self, ins)
+        finally:
+            d.fd = fd
+
+    nv._SegmentRunner.__call__ = keeping_call
+    try:
+        step()
+    finally:
+        nv._SegmentRunner.__call__ = real_call
+    torch.cuda.synchronize()
+    out = {}
+    for key, (fd, ins) in kept.items():
+        for _ in range(5):
+            fd.execute(ins)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fd.execute(ins)
+        out[key] = (time.perf_counter() - t0) / calls
+        torch.cuda.synchronize()
+    return out
+
+
 def kernels_per_call() -> dict[int, float]:
     """Definition key -> kernel launches a call, from one profiled step (launch calls inside its range)."""
     from torch.profiler import ProfilerActivity, profile
@@ -177,16 +222,20 @@ per_def = {k: list(v) for k, v in spent.items()}  # the 10 timed steps' (the pro
 kernels = kernels_per_call()
 nv._SegmentRunner.__call__ = real_call
 check_against_eager("last")
+isolated = isolated_per_call()
 total = sum(sum(v) for v in per_def.values()) / 10
 calls = sum(len(v) for v in per_def.values()) / 10
 print(f"{strategy} + nvFuser, llama {layers} layers: host {plain * 1e3:.2f} ms a step ({timed * 1e3:.2f} ms timed); "
       f"{calls:.0f} executes a step take {total * 1e3:.2f} ms of it ({total / calls * 1e6:.1f} us each); "
       f"{len(per_def)} definitions")
 rows = sorted(per_def.items(), key=lambda kv: -sum(kv[1]))
-print(f"{'calls/step':>10} {'us/call':>8} {'ms/step':>8} {'kernels':>7}  ops")
+print(f"{'calls/step':>10} {'us/call':>8} {'alone us':>8} {'ms/step':>8} {'kernels':>7}  ops  (alone: the same "
+      "definition executed 200 times in a row on one step's inputs)")
 for key, v in rows:
     ops = ops_of[key]
     top = ", ".join(f"{op} x{k}" for op, k in collections.Counter(ops).most_common(4))
     k = kernels.get(key)
-    print(f"{len(v) / 10:10.1f} {sum(v) / len(v) * 1e6:8.1f} {sum(v) / 10 * 1e3:8.2f} "
+    alone = isolated.get(key)
+    print(f"{len(v) / 10:10.1f} {sum(v) / len(v) * 1e6:8.1f} {'-' if alone is None else format(alone * 1e6, '8.1f'):>8} "
+          f"{sum(v) / 10 * 1e3:8.2f} "
           f"{'-' if k is None else format(k, '7.1f'):>7}  {len(ops)} ops: {top}")

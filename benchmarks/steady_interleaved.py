@@ -14,6 +14,7 @@ step's kernel count and device time.
     python3 benchmarks/steady_interleaved.py --device cpu --configs eager dataflow-eager --rounds 3   # a smoke run
     python3 benchmarks/steady_interleaved.py --configs torch.compile memory-nvfuser memory-nvfuser~noregionviews
     python3 benchmarks/steady_interleaved.py --configs torch.compile dataflow-nvfuser dataflow-nvfuser~nowidecopy
+    python3 benchmarks/steady_interleaved.py --configs torch.compile dataflow-nvfuser dataflow-nvfuser~nocat
 
 A name ``NAME~VARIANT`` is configuration NAME compiled with one runtime piece off (:data:`VARIANTS`), an A/B of that
 piece in one process.
@@ -38,7 +39,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 # NAME~VARIANT: configuration NAME compiled with one runtime piece switched off, for an A/B in one process
 VARIANTS = {"noregionviews": "nvFuser region programs keep their view steps as aten calls (no folding)",
             "nowidecopy": "nvFuser region programs copy head transposes element by element (torch's clone), "
-                          "not in 16- or 8-byte words (runtime/wide_copy.py)"}
+                          "not in 16- or 8-byte words (runtime/wide_copy.py)",
+            "nocat": "nvFuser definitions leave aten.cat to torch (session 46's q/k/v gradient cat in nvFuser off)"}
 
 
 def split_variant(name: str) -> tuple[str, str | None]:
@@ -68,6 +70,17 @@ def variant_of(variant: str | None):
             yield
         finally:
             nvfuser_region.word_for = word_for
+    elif variant == "nocat":  # fusion decisions are made at the first call: the op is out of the table meanwhile
+        import torch
+
+        from trace_lab.executors import nvfuser_ops
+
+        cat = torch.ops.aten.cat.default
+        entry = nvfuser_ops.FUSIBLE.pop(cat)
+        try:
+            yield
+        finally:
+            nvfuser_ops.FUSIBLE[cat] = entry
     else:
         yield
 

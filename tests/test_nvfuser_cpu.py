@@ -92,6 +92,41 @@ def test_opinfo_cat_samples_through_nvfuser_match_eager_forward_and_backward(mon
         assert all(p.meta["val"].dim() == result.dim() and p.meta["val"].numel() for p in n.args[0]), n.args
 
 
+
+def test_the_benchmarks_nocat_variant_leaves_cat_to_torch_and_restores_it(monkeypatch):
+    """``steady_interleaved.py``'s ``~nocat`` (an A/B of nvFuser's ``aten.cat``, session 46): compiled inside the
+    variant, a cat next to elementwise work is no definition's op and the result still matches eager; outside it,
+    the same function's cat is lowered through ``fd.ops.cat`` again."""
+    import sys
+    from pathlib import Path
+
+    import trace_lab
+    import trace_lab.executors.nvfuser_ops as ops
+    from tests.nvfuser_cpu import cpu_nvfuser
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import steady_interleaved as si
+
+    cpu_nvfuser(monkeypatch)
+    entry, lowered = FUSIBLE[aten.cat.default], []
+    monkeypatch.setitem(FUSIBLE, aten.cat.default,
+                        ops.OpEntry(lambda b, n: lowered.append(n) or entry.build(b, n), entry.check))
+
+    def fn(a, b):
+        return torch.cat([a.sin() * 2, b.exp()], -1) + 1
+
+    a, b = torch.randn(4, 3), torch.randn(4, 5)
+    assert si.split_variant("dataflow-nvfuser~nocat") == ("dataflow-nvfuser", "nocat")
+    with si.variant_of("nocat"):
+        assert aten.cat.default not in FUSIBLE
+        without = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")
+        torch.testing.assert_close(without(a, b), fn(a, b))
+    assert not lowered and FUSIBLE[aten.cat.default].check is entry.check
+    with_cat = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")
+    torch.testing.assert_close(with_cat(a, b), fn(a, b))
+    assert lowered, "outside the variant the cat is a definition's op again"
+
+
 def test_cpu_results_do_not_fuse():
     from torch.fx.experimental.proxy_tensor import make_fx
 
