@@ -239,6 +239,7 @@ for key, v in rows:
     top = ", ".join(f"{op} x{k}" for op, k in collections.Counter(ops).most_common(4))
     k = kernels.get(key)
     alone = isolated.get(key)
-    print(f"{len(v) / 10:10.1f} {sum(v) / len(v) * 1e6:8.1f} {'-' if alone is None else format(alone * 1e6, '8.1f'):>8} "
+    shown = "-" if alone is None else format(alone * 1e6, "8.1f")
+    print(f"{len(v) / 10:10.1f} {sum(v) / len(v) * 1e6:8.1f} {shown:>8} "
           f"{sum(v) / 10 * 1e3:8.2f} "
           f"{'-' if k is None else format(k, '7.1f'):>7}  {len(ops)} ops: {top}")

@@ -93,10 +93,15 @@ def test_opinfo_cat_samples_through_nvfuser_match_eager_forward_and_backward(mon
 
 
 
-def test_the_benchmarks_nocat_variant_leaves_cat_to_torch_and_restores_it(monkeypatch):
+def _cat_next_to_work(a, b):
+    return torch.cat([a.sin() * 2, b.exp()], -1) + 1
+
+
+@pytest.mark.parametrize("variant, op, fn", [("nocat", aten.cat.default, _cat_next_to_work)])
+def test_the_benchmarks_table_variants_leave_their_op_to_torch_and_restore_it(monkeypatch, variant, op, fn):
     """``steady_interleaved.py``'s ``~nocat`` (an A/B of nvFuser's ``aten.cat``, session 46): compiled inside the
-    variant, a cat next to elementwise work is no definition's op and the result still matches eager; outside it,
-    the same function's cat is lowered through ``fd.ops.cat`` again."""
+    variant, the op next to elementwise work is no definition's op and the result still matches eager; outside it,
+    the same function's op is lowered through nvFuser again. (A softmax cannot be left so: the capture decomposes it.)"""
     import sys
     from pathlib import Path
 
@@ -108,24 +113,18 @@ def test_the_benchmarks_nocat_variant_leaves_cat_to_torch_and_restores_it(monkey
     import steady_interleaved as si
 
     cpu_nvfuser(monkeypatch)
-    entry, lowered = FUSIBLE[aten.cat.default], []
-    monkeypatch.setitem(FUSIBLE, aten.cat.default,
-                        ops.OpEntry(lambda b, n: lowered.append(n) or entry.build(b, n), entry.check))
-
-    def fn(a, b):
-        return torch.cat([a.sin() * 2, b.exp()], -1) + 1
-
+    entry, lowered = FUSIBLE[op], []
+    monkeypatch.setitem(FUSIBLE, op, ops.OpEntry(lambda b, n: lowered.append(n) or entry.build(b, n), entry.check))
     a, b = torch.randn(4, 3), torch.randn(4, 5)
-    assert si.split_variant("dataflow-nvfuser~nocat") == ("dataflow-nvfuser", "nocat")
-    with si.variant_of("nocat"):
-        assert aten.cat.default not in FUSIBLE
+    assert si.split_variant(f"dataflow-nvfuser~{variant}") == ("dataflow-nvfuser", variant)
+    with si.variant_of(variant):
+        assert op not in FUSIBLE
         without = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")
         torch.testing.assert_close(without(a, b), fn(a, b))
-    assert not lowered and FUSIBLE[aten.cat.default].check is entry.check
-    with_cat = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")
-    torch.testing.assert_close(with_cat(a, b), fn(a, b))
-    assert lowered, "outside the variant the cat is a definition's op again"
-
+    assert not lowered and FUSIBLE[op].check is entry.check
+    with_op = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")
+    torch.testing.assert_close(with_op(a, b), fn(a, b))
+    assert lowered, "outside the variant the op is a definition's op again"
 
 def test_cpu_results_do_not_fuse():
     from torch.fx.experimental.proxy_tensor import make_fx
