@@ -102,7 +102,8 @@ def test_llama_regions_compiled_side_by_side_match_eager_and_measure_as_predicte
         regions = report.programs[0][kind]["regions"]
         compiled = [r for r in regions if not r["cache_hit"]]
         # a compile is a signature and the inputs it writes over (in-place donation: at most two per signature)
-        keys = {(r["signature"], tuple(r.get("in_place_over", ()))) for r in regions}
+        # (with the cache, a region that runs another's code compiles nothing: cover_regions)
+        keys = {(r["signature"], tuple(r.get("in_place_over", ()))) for r in regions if not r.get("runs_code_of")}
         assert len(compiled) == (len(keys) if fusion_cache else len(regions)), kind
         assert all(r["compile_seconds"] > 0 for r in compiled), kind
 

@@ -45,6 +45,13 @@ def test_nvfuser_region_code_is_its_program_with_a_legend_and_its_definitions(mo
     jfn(*args)
     regions = [str(n.target) for n in trace_lab.last_traces(jfn)[-1].ops if n.op == "call_module"]
     texts = [trace_lab.region_code(jfn, r) for r in regions]
+    # a region that runs another's code (cover_regions: the last norm runs a repeat's) says whose, then shows it
+    covered = [(r, t) for r, t in zip(regions, texts) if " runs the compiled code of " in t.split("\n", 1)[0]]
+    assert len(covered) == 1, [t.split("\n", 1)[0] for t in texts]
+    (name, text), = covered
+    assert re.match(rf"# {name} runs the compiled code of fusion\d+ \(cover_regions\), keeping its outputs [\d, ]+; "
+                    r"outputs \d+ viewed back in this region's shape\n\n# the region's program", text), text
+    texts = [t.split("\n\n", 1)[1] if (r, t) in covered else t for r, t in zip(regions, texts)]
     assert texts and all(t.startswith("# the region's program: torch steps and nvFuser segment calls\n") for t in texts)
     layout = [t for t in texts if "# nvFuser definition" not in t]
     fused = [t for t in texts if "# nvFuser definition 0\n" in t]

@@ -102,6 +102,61 @@ def test_a_region_returning_one_intermediate_fewer_is_covered():
     assert find_cover(region_signature(gb, vals), gb, vals, [("small", gs, vals, ())]) is None  # never the reverse
 
 
+def test_a_region_whose_result_another_returns_viewed_is_covered_and_gets_it_back_in_its_shape():
+    """The last norm of a Llama stack returns its result as it is; its repeats return the same result flattened for
+    the next matmul (``view(b * t, d)``), so the two signatures differ by that view. The repeat's code computes the
+    last norm's result: the cover keeps the repeat's output and views it back in the covered region's shape, the
+    same storage, no op, no byte added."""
+    def big(a, w):
+        return (torch.ops.aten.view.default(torch.ops.aten.mul.Tensor(a.sin(), w), [8, 4]),)
+
+    def small(a, w):
+        return (torch.ops.aten.mul.Tensor(a.sin(), w),)
+
+    vals = [torch.randn(2, 4, 4), torch.randn(4)]
+    gb, gs = fx.symbolic_trace(big), fx.symbolic_trace(small)
+    for g in (gb, gs):
+        for n in g.graph.nodes:
+            if n.op == "call_function":
+                n.meta["val"] = torch.empty([8, 4] if n.target is torch.ops.aten.view.default else [2, 4, 4])
+    assert restricted_signature(gb, vals, (0,))[0] != region_signature(gs, vals)  # the view differs
+    assert restricted_signature(gb, vals, (0,), unviewed=(0,)) == (region_signature(gs, vals), (0, 1))
+    key, cover = find_cover(region_signature(gs, vals), gs, vals, [("big", gb, vals, ())], room=0)
+    assert key == "big" and cover == Cover(inputs=(0, 1), placeholders=(), kept=(0,), dropped=(), copies=(),
+                                           unviewed=((0, (2, 4, 4)),))
+    assert find_cover(region_signature(gb, vals), gb, vals, [("small", gs, vals, ())]) is None  # never the reverse
+    assert find_cover(region_signature(gb, vals), gb, vals, [("big2", gb, vals, ())]) is None  # itself: a cache hit
+    run = covered_call(big, cover, vals, by="fusion3")
+    a, w = torch.randn(2, 4, 4), torch.randn(4)
+    (out,) = run(a, w)
+    torch.testing.assert_close(out, small(a, w)[0])
+    assert out.shape == (2, 4, 4) and out.stride() == small(a, w)[0].stride()
+
+
+@pytest.mark.parametrize("cover", [True, False])
+def test_the_last_norm_runs_its_repeats_code_through_the_view_and_matches_eager(cover, monkeypatch):
+    """llama2, ``fusion="dataflow"``, nvFuser through the CPU stand-in: the final norm's forward region runs the
+    code of the norm regions between layers (which hand their result on flattened), one definition fewer; outputs
+    and gradients against eager, the measured peak equal to the predicted one, cover on and off."""
+    from tests.nvfuser_cpu import cpu_nvfuser
+
+    cpu_nvfuser(monkeypatch)
+    fn, args = workloads.get("llama2").make("cpu", "small")
+    report = trace_lab.inspect(fn, *args, fusion="dataflow", executor="nvfuser", runs=1, cover_regions=cover)
+    assert report.ok, report.comparison
+    assert report.comparison["checked"]["grads"] > 0
+    for m in report.memory:
+        measured, predicted = m["measured_peak_above_inputs_bytes"], m["predicted_peak_above_inputs_bytes"]
+        assert measured is not None and abs(measured - predicted) <= SCALAR_SLACK, m
+    rows = [r for p in report.programs for r in (p.get("forward") or {}).get("regions", [])]
+    unviewing = [r for r in rows if r.get("unviewed_outputs")]
+    if cover:
+        assert len(unviewing) == 1 and unviewing[0]["runs_code_of"] and unviewing[0]["drops_outputs"] == 0, unviewing
+        assert rows[-1]["name"] == unviewing[0]["name"], "the last region of the forward: the final norm"
+    else:
+        assert not unviewing and not [r for r in rows if r.get("runs_code_of")]
+
+
 def test_a_cover_that_would_raise_the_peak_is_not_taken():
     """memory_peak's memory strategy (writing nothing in place): a region there is part of another, but computing
     the other's extra output would add a 256 KiB buffer on a line at the peak. The peak stays the three matrices

@@ -130,6 +130,17 @@ def _region_text(program, definitions: list) -> str:
     return "\n\n".join(parts)
 
 
+def _covered_text(record, cover, program, definitions: list) -> str:
+    """:func:`_region_text` of a region that runs another region's code (``cover_regions``): which region's,
+    which of its outputs the covered region keeps, then that region's program and definitions."""
+    by = record.details.get("runs_code_of", "another region")
+    bases = f"; outputs {', '.join(str(j) for j, _ in cover.unviewed)} viewed back in this region's shape" \
+        if cover.unviewed else ""
+    head = (f"# {record.name} runs the compiled code of {by} (cover_regions), keeping its outputs "
+            f"{', '.join(str(i) for i in cover.kept)}{bases}")
+    return head + "\n\n" + _region_text(program, definitions)
+
+
 def _dense_strides(seg: Segment) -> list:
     return [torch.empty(tuple(x.meta["val"].shape), device="meta").stride() for x in seg.inputs]
 
@@ -339,6 +350,11 @@ class NvFuserExecutor(Executor):
         compiled.region_programs = region_programs
         compiled.region_code = {name: (lambda name=name, fds=fds: _region_text(region_programs.get(name), fds))
                                 for name, fds in definitions.items()}
+        for node in covers:  # a covered region shows the code it runs: its covering region's program
+            record = regions[node.name]
+            by, cover, _ = covers[node]
+            compiled.region_code[record.name] = (lambda record=record, by=by, cover=cover: _covered_text(
+                record, cover, self._programs[by][0], definitions[record.name]))
         return compiled
 
     def _written_over(self, jobs: list) -> list:

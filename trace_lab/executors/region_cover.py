@@ -36,13 +36,14 @@ import torch.fx as fx
 
 from ..analysis.storage import tensor_bytes
 from ..ir.printer import format_bytes, plural
-from ..passes.signature import restricted_signature
+from ..passes.signature import is_view_of_computed, restricted_signature
 from ..runtime.call_memory import example_tensor
 
-__all__ = ["Cover", "MAX_DROPPED", "MAX_PLACEHOLDER_BYTES", "MAX_COPY_BYTES", "covers", "find_cover", "covered_call",
+__all__ = ["Cover", "MAX_DROPPED", "MAX_UNVIEWED", "MAX_PLACEHOLDER_BYTES", "MAX_COPY_BYTES", "covers", "find_cover", "covered_call",
            "headroom", "plan_covers", "cover_details", "refusal_details", "cover_notes"]
 
 MAX_DROPPED = 2  # outputs a covering region may compute beyond the covered one's
+MAX_UNVIEWED = 3  # viewed outputs of a covering region tried as their bases
 MAX_PLACEHOLDER_BYTES = 8 << 20  # placeholder inputs a cover may keep alive, in all
 MAX_COPY_BYTES = 64 << 20  # arguments a cover may copy on each call, in all
 
@@ -51,12 +52,16 @@ MAX_COPY_BYTES = 64 << 20  # arguments a cover may copy on each call, in all
 class Cover:
     """How region R runs region C's code: ``inputs[j]`` is C's input position of R's argument j,
     ``placeholders`` C's inputs only the dropped outputs read, ``kept[i]`` C's output position of R's output i,
-    ``copies`` C's inputs that get a copy of R's argument (C's code may write over them; R's caller reads them on)."""
+    ``copies`` C's inputs that get a copy of R's argument (C's code may write over them; R's caller reads them on),
+    ``unviewed`` ``(i, shape)`` for R's outputs that C returns as a view (``aten.view``) of them: R's output i is
+    that view viewed back in R's recorded shape (the same storage; a last layer's norm, which its repeats return
+    flattened for the next matmul)."""
     inputs: tuple
     placeholders: tuple
     kept: tuple
     dropped: tuple
     copies: tuple = ()
+    unviewed: tuple = ()
 
 
 def _outputs(sub: fx.GraphModule):
@@ -91,24 +96,45 @@ def covers(signature: str, sub: fx.GraphModule, input_vals, candidates, writable
     found_all = []
     for key, big, big_vals, overwrites in candidates:
         theirs = _outputs(big)
-        if theirs is None or not n_out < len(theirs) <= n_out + MAX_DROPPED or len(big_vals) < n_in \
+        if theirs is None or not n_out <= len(theirs) <= n_out + MAX_DROPPED or len(big_vals) < n_in \
                 or _ops(big) < n_ops:
             continue
         extra = len(theirs) - n_out
+        found = None
         for dropped in itertools.combinations(range(len(theirs)), extra):
             kept = tuple(i for i in range(len(theirs)) if i not in dropped)
-            found = restricted_signature(big, big_vals, kept)
-            if found is None or found[0] != signature:
+            found = _restricted_match(signature, big, big_vals, kept, extra)
+            if found is not None:
+                break  # another choice of dropped outputs computes the same
+        if found is None:
+            continue
+        used, unviewed = found
+        holders = tuple(p for p in range(len(big_vals)) if p not in used)
+        copies = _copies(used, holders, big_vals, overwrites, writable)
+        recorded = [mine[j].meta.get("val") for j in unviewed]
+        if copies is not None and all(isinstance(v, torch.Tensor) for v in recorded):
+            shapes = tuple((j, tuple(v.shape)) for j, v in zip(unviewed, recorded))
+            found_all.append((key, Cover(inputs=used, placeholders=holders, kept=kept, dropped=dropped,
+                                         copies=copies, unviewed=shapes),
+                              _added_bytes(theirs, dropped, copies, big_vals, rounding)))
+    return sorted(found_all, key=lambda f: (len(f[1].dropped), len(f[1].unviewed), f[2]))
+
+
+def _restricted_match(signature: str, big: fx.GraphModule, big_vals, kept: tuple, extra: int):
+    """``(input positions used, unviewed positions)`` where ``big`` restricted to its outputs ``kept`` has
+    ``signature``, with as few of its viewed outputs returned as their bases (``unviewed``) as that takes; None
+    where no choice does. Nothing dropped and nothing unviewed is ``big`` itself (its own signature: a cache hit,
+    not a cover)."""
+    theirs = _outputs(big)
+    viewed = [j for j, i in enumerate(kept) if is_view_of_computed(theirs[i])][:MAX_UNVIEWED]
+    for r in range(len(viewed) + 1):
+        for unviewed in itertools.combinations(viewed, r):
+            if not extra and not unviewed:
                 continue
-            used = found[1]
-            holders = tuple(p for p in range(len(big_vals)) if p not in used)
-            copies = _copies(used, holders, big_vals, overwrites, writable)
-            if copies is not None:
-                found_all.append((key, Cover(inputs=used, placeholders=holders, kept=kept, dropped=dropped,
-                                             copies=copies),
-                                  _added_bytes(theirs, dropped, copies, big_vals, rounding)))
-            break  # another choice of dropped outputs computes the same
-    return sorted(found_all, key=lambda f: (len(f[1].dropped), f[2]))
+            found = restricted_signature(big, big_vals, kept, unviewed)
+            if found is not None and found[0] == signature:
+                return found[1], unviewed
+    return None
 
 
 def _added_bytes(outs, dropped, copies, big_vals, rounding: int) -> int:
@@ -143,6 +169,12 @@ def covered_call(fn, cover: Cover, big_vals, by: str):
     with unset_fake_temporarily():  # the executor runs inside the capture's fake mode
         holders = {p: example_tensor(big_vals[p]) for p in cover.placeholders}
     width, inputs, kept, copies = len(big_vals), cover.inputs, cover.kept, cover.copies
+    bases = dict(cover.unviewed)  # R's output position -> its recorded shape (C returns a view of it)
+
+    def picked(outs) -> tuple:
+        if not bases:
+            return tuple(outs[i] for i in kept)
+        return tuple(outs[i].view(bases[j]) if j in bases else outs[i] for j, i in enumerate(kept))
 
     def widen(args):
         full = [None] * width
@@ -156,8 +188,7 @@ def covered_call(fn, cover: Cover, big_vals, by: str):
         return full
 
     def region(*args):
-        outs = fn(*widen(args))
-        return tuple(outs[i] for i in kept)
+        return picked(fn(*widen(args)))
 
     calls = [region]
     if hasattr(fn, "boxed"):
@@ -166,8 +197,7 @@ def covered_call(fn, cover: Cover, big_vals, by: str):
         def boxed(args: list):
             full = widen(args)
             args.clear()  # only ``full`` holds them now: the compiled code frees each at its last use
-            outs = inner(full)
-            return tuple(outs[i] for i in kept)
+            return picked(inner(full))
 
         region.boxed = boxed
         calls.append(boxed)
@@ -229,7 +259,7 @@ def cover_details(call, names_by_key: dict) -> dict:
     ``names_by_key`` (cache key -> region name), and what the call adds."""
     return {"runs_code_of": names_by_key.get(call.covered_by, "a region compiled for an earlier program"),
             "drops_outputs": len(call.cover.dropped), "placeholder_inputs": len(call.cover.placeholders),
-            "copied_inputs": len(call.cover.copies)}
+            "copied_inputs": len(call.cover.copies), "unviewed_outputs": len(call.cover.unviewed)}
 
 
 def refusal_details(refused: tuple) -> dict:
@@ -249,9 +279,12 @@ def cover_notes(records) -> list[str]:
     if runs_other:
         pairs = ", ".join(f"{r.name} runs {r.details['runs_code_of']}" for r in runs_other[:4])
         dropped = sum(r.details["drops_outputs"] for r in runs_other)
+        unviewed = sum(r.details.get("unviewed_outputs", 0) for r in runs_other)
+        bases = f", and {plural(unviewed, 'output')} it returns viewed handed back in the covered region's shape" \
+            if unviewed else ""
         notes.append(f"{plural(len(runs_other), 'region')} run{'s' if len(runs_other) == 1 else ''} the "
                      f"compiled code of a region it is part of ({pairs}{', ...' if len(runs_other) > 4 else ''}"
-                     f"), computing {plural(dropped, 'output')} dropped on return: "
+                     f"), computing {plural(dropped, 'output')} dropped on return{bases}: "
                      f"{plural(len(runs_other), 'compile')} fewer (cover_regions)")
     for r in records:
         if "cover_refused" in r.details:

@@ -19,7 +19,7 @@ import hashlib
 import torch
 import torch.fx as fx
 
-__all__ = ["describe_input", "region_signature", "restricted_signature", "signature_hash"]
+__all__ = ["describe_input", "region_signature", "restricted_signature", "is_view_of_computed", "signature_hash"]
 
 
 def describe_input(val) -> str:
@@ -52,17 +52,23 @@ def region_signature(sub: fx.GraphModule, input_vals) -> str:
                       [n for n in nodes if n.op == "placeholder"], out.args[0], list(input_vals))
 
 
-def restricted_signature(sub: fx.GraphModule, input_vals, kept: tuple) -> tuple[str, tuple] | None:
+def restricted_signature(sub: fx.GraphModule, input_vals, kept: tuple,
+                         unviewed: tuple = ()) -> tuple[str, tuple] | None:
     """The signature the region would have if it returned only its outputs at positions ``kept`` (in that order),
     without the ops and inputs those outputs do not need (dead-code elimination: regions are functional), and
     the positions of the inputs it would keep; None when the region's outputs are not a flat list of values.
-    Equal to another region's :func:`region_signature`, it says that region computes exactly those outputs
-    from exactly those inputs (:mod:`trace_lab.executors.region_cover`)."""
+    ``unviewed``: positions in ``kept``'s order whose output, an ``aten.view`` of a value the region computes, is
+    returned as that value instead (the view's base). Equal to another region's :func:`region_signature`, it says
+    that region computes exactly those outputs from exactly those inputs (:mod:`trace_lab.executors.region_cover`)."""
     nodes = list(sub.graph.nodes)
     outs = next(n for n in reversed(nodes) if n.op == "output").args[0]
     if not isinstance(outs, (tuple, list)) or not all(isinstance(o, fx.Node) for o in outs):
         return None
     kept_outs = [outs[i] for i in kept]
+    for j in unviewed:
+        if not is_view_of_computed(kept_outs[j]):
+            return None
+        kept_outs[j] = kept_outs[j].args[0]
     needed: set = set()
     stack = list(kept_outs)
     while stack:
@@ -77,6 +83,13 @@ def restricted_signature(sub: fx.GraphModule, input_vals, kept: tuple) -> tuple[
     vals = list(input_vals)
     return (_signature(body, [placeholders[j] for j in used], type(outs)(kept_outs), [vals[j] for j in used]),
             used)
+
+
+def is_view_of_computed(n: fx.Node) -> bool:
+    """``aten.view`` of a value the region computes (not of one of its inputs): a result whose base the region
+    could return instead, the same storage in another shape (:func:`restricted_signature`'s ``unviewed``)."""
+    return (n.op == "call_function" and n.target is torch.ops.aten.view.default and bool(n.args)
+            and isinstance(n.args[0], fx.Node) and n.args[0].op == "call_function")
 
 
 def _signature(body, placeholders, out_arg, input_vals) -> str:
