@@ -54,8 +54,8 @@ class Cover:
     ``placeholders`` C's inputs only the dropped outputs read, ``kept[i]`` C's output position of R's output i,
     ``copies`` C's inputs that get a copy of R's argument (C's code may write over them; R's caller reads them on),
     ``unviewed`` ``(i, shape)`` for R's outputs that C returns as a view (``aten.view``) of them: R's output i is
-    that view viewed back in R's recorded shape (the same storage; a last layer's norm, which its repeats return
-    flattened for the next matmul)."""
+    that view reshaped back to R's recorded shape (the same storage where C's result has its recorded layout, as
+    compiled code keeps it; a last layer's norm, which its repeats return flattened for the next matmul)."""
     inputs: tuple
     placeholders: tuple
     kept: tuple
@@ -174,7 +174,9 @@ def covered_call(fn, cover: Cover, big_vals, by: str):
     def picked(outs) -> tuple:
         if not bases:
             return tuple(outs[i] for i in kept)
-        return tuple(outs[i].view(bases[j]) if j in bases else outs[i] for j, i in enumerate(kept))
+        # reshape: a view wherever the layout allows (it does where the covering code keeps the recorded strides);
+        # nvFuser may hand a result out in another layout than recorded, where a view would raise
+        return tuple(outs[i].reshape(bases[j]) if j in bases else outs[i] for j, i in enumerate(kept))
 
     def widen(args):
         full = [None] * width
