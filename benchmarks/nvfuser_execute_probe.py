@@ -132,17 +132,25 @@ class Timed:
         return r
 
 
-def timed_call(self, ins):
-    d = self.definition
-    key = id(d)
-    ops_of.setdefault(key, [str(n.target).replace("aten.", "") for n in self.seg.ops])
-    fd = d.fd
-    d.fd = Timed(fd, key)
-    try:
-        with torch.profiler.record_function(f"nvfuser_definition_{key}"):
-            return real_call(self, ins)
-    finally:
-        d.fd = fd
+def wrapping_call(wrapper):
+    """A ``_SegmentRunner.__call__`` that runs the segment with its definition's ``fd`` seen through
+    ``wrapper(fd, key)`` (key: the definition's id), inside a ``record_function`` range named by the key."""
+    def call(self, ins):
+        d = self.definition
+        key = id(d)
+        ops_of.setdefault(key, [str(n.target).replace("aten.", "") for n in self.seg.ops])
+        fd = d.fd
+        d.fd = wrapper(fd, key)
+        try:
+            with torch.profiler.record_function(f"nvfuser_definition_{key}"):
+                return real_call(self, ins)
+        finally:
+            d.fd = fd
+
+    return call
+
+
+timed_call = wrapping_call(Timed)
 
 
 def isolated_per_call(calls: int = 200) -> dict[int, float]:
@@ -160,16 +168,7 @@ def isolated_per_call(calls: int = 200) -> dict[int, float]:
             kept.setdefault(self.key, (self.fd, list(ins)))
             return self.fd.execute(ins)
 
-    def keeping_call(self, ins):
-        d = self.definition
-        fd = d.fd
-        d.fd = Keep(fd, id(d))
-        try:
-            return real_call(self, ins)
-        finally:
-            d.fd = fd
-
-    nv._SegmentRunner.__call__ = keeping_call
+    nv._SegmentRunner.__call__ = wrapping_call(Keep)
     try:
         step()
     finally:

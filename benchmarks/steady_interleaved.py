@@ -41,8 +41,6 @@ VARIANTS = {"noregionviews": "nvFuser region programs keep their view steps as a
             "nowidecopy": "nvFuser region programs copy head transposes element by element (torch's clone), "
                           "not in 16- or 8-byte words (runtime/wide_copy.py)",
             "nocat": "nvFuser definitions leave aten.cat to torch (session 46's q/k/v gradient cat in nvFuser off)"}
-# the variants that take ops out of nvFuser's table while the programs are generated
-_TABLE_VARIANTS = {"nocat": ("cat",)}
 
 
 def split_variant(name: str) -> tuple[str, str | None]:
@@ -72,17 +70,17 @@ def variant_of(variant: str | None):
             yield
         finally:
             nvfuser_region.word_for = word_for
-    elif variant in _TABLE_VARIANTS:  # fusion decisions are made at the first call: the ops are out meanwhile
+    elif variant == "nocat":  # fusion decisions are made at the first call: the op is out of the table meanwhile
         import torch
 
         from trace_lab.executors import nvfuser_ops
 
-        ops = [getattr(torch.ops.aten, name).default for name in _TABLE_VARIANTS[variant]]
-        entries = {op: nvfuser_ops.FUSIBLE.pop(op) for op in ops}
+        cat = torch.ops.aten.cat.default
+        entry = nvfuser_ops.FUSIBLE.pop(cat)
         try:
             yield
         finally:
-            nvfuser_ops.FUSIBLE.update(entries)
+            nvfuser_ops.FUSIBLE[cat] = entry
     else:
         yield
 

@@ -92,16 +92,11 @@ def test_opinfo_cat_samples_through_nvfuser_match_eager_forward_and_backward(mon
         assert all(p.meta["val"].dim() == result.dim() and p.meta["val"].numel() for p in n.args[0]), n.args
 
 
-
-def _cat_next_to_work(a, b):
-    return torch.cat([a.sin() * 2, b.exp()], -1) + 1
-
-
-@pytest.mark.parametrize("variant, op, fn", [("nocat", aten.cat.default, _cat_next_to_work)])
-def test_the_benchmarks_table_variants_leave_their_op_to_torch_and_restore_it(monkeypatch, variant, op, fn):
+def test_the_benchmarks_nocat_variant_leaves_cat_to_torch_and_restores_it(monkeypatch):
     """``steady_interleaved.py``'s ``~nocat`` (an A/B of nvFuser's ``aten.cat``, session 46): compiled inside the
     variant, the op next to elementwise work is no definition's op and the result still matches eager; outside it,
-    the same function's op is lowered through nvFuser again. (A softmax cannot be left so: the capture decomposes it.)"""
+    the same function's op is lowered through nvFuser again. (A softmax cannot be left so: the capture
+    decomposes it.)"""
     import sys
     from pathlib import Path
 
@@ -112,6 +107,10 @@ def test_the_benchmarks_table_variants_leave_their_op_to_torch_and_restore_it(mo
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     import steady_interleaved as si
 
+    def fn(a, b):
+        return torch.cat([a.sin() * 2, b.exp()], -1) + 1
+
+    variant, op = "nocat", aten.cat.default
     cpu_nvfuser(monkeypatch)
     entry, lowered = FUSIBLE[op], []
     monkeypatch.setitem(FUSIBLE, op, ops.OpEntry(lambda b, n: lowered.append(n) or entry.build(b, n), entry.check))
@@ -125,6 +124,7 @@ def test_the_benchmarks_table_variants_leave_their_op_to_torch_and_restore_it(mo
     with_op = trace_lab.jit(fn, fusion="dataflow", executor="nvfuser")
     torch.testing.assert_close(with_op(a, b), fn(a, b))
     assert lowered, "outside the variant the op is a definition's op again"
+
 
 def test_cpu_results_do_not_fuse():
     from torch.fx.experimental.proxy_tensor import make_fx

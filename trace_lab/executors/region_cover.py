@@ -39,8 +39,8 @@ from ..ir.printer import format_bytes, plural
 from ..passes.signature import is_view_of_computed, restricted_signature
 from ..runtime.call_memory import example_tensor
 
-__all__ = ["Cover", "MAX_DROPPED", "MAX_UNVIEWED", "MAX_PLACEHOLDER_BYTES", "MAX_COPY_BYTES", "covers", "find_cover", "covered_call",
-           "headroom", "plan_covers", "cover_details", "refusal_details", "cover_notes"]
+__all__ = ["Cover", "MAX_DROPPED", "MAX_UNVIEWED", "MAX_PLACEHOLDER_BYTES", "MAX_COPY_BYTES", "covers", "find_cover",
+           "covered_call", "headroom", "plan_covers", "cover_details", "refusal_details", "cover_notes"]
 
 MAX_DROPPED = 2  # outputs a covering region may compute beyond the covered one's
 MAX_UNVIEWED = 3  # viewed outputs of a covering region tried as their bases
@@ -103,7 +103,7 @@ def covers(signature: str, sub: fx.GraphModule, input_vals, candidates, writable
         found = None
         for dropped in itertools.combinations(range(len(theirs)), extra):
             kept = tuple(i for i in range(len(theirs)) if i not in dropped)
-            found = _restricted_match(signature, big, big_vals, kept, extra)
+            found = _restricted_match(signature, big, big_vals, theirs, kept, extra)
             if found is not None:
                 break  # another choice of dropped outputs computes the same
         if found is None:
@@ -120,12 +120,11 @@ def covers(signature: str, sub: fx.GraphModule, input_vals, candidates, writable
     return sorted(found_all, key=lambda f: (len(f[1].dropped), len(f[1].unviewed), f[2]))
 
 
-def _restricted_match(signature: str, big: fx.GraphModule, big_vals, kept: tuple, extra: int):
-    """``(input positions used, unviewed positions)`` where ``big`` restricted to its outputs ``kept`` has
-    ``signature``, with as few of its viewed outputs returned as their bases (``unviewed``) as that takes; None
-    where no choice does. Nothing dropped and nothing unviewed is ``big`` itself (its own signature: a cache hit,
-    not a cover)."""
-    theirs = _outputs(big)
+def _restricted_match(signature: str, big: fx.GraphModule, big_vals, theirs, kept: tuple, extra: int):
+    """``(input positions used, unviewed positions)`` where ``big`` (outputs ``theirs``) restricted to its outputs
+    ``kept`` has ``signature``, with as few of its viewed outputs returned as their bases (``unviewed``) as that
+    takes; None where no choice does. Nothing dropped and nothing unviewed is ``big`` itself (its own signature: a
+    cache hit, not a cover)."""
     viewed = [j for j, i in enumerate(kept) if is_view_of_computed(theirs[i])][:MAX_UNVIEWED]
     for r in range(len(viewed) + 1):
         for unviewed in itertools.combinations(viewed, r):
