@@ -76,7 +76,7 @@ def test_08_why_is_my_peak_higher(executed):  # noqa: F811 - the fixture importe
     assert (name, predicted) == remedies[0] and ok == "True"
     # the tolerance of the explainer's GPU test (tests/test_peak_explain.py): two measured peaks, 1% + 4 KiB each
     assert (measured == predicted) if cpu else abs(_bytes(measured) - _bytes(predicted)) <= 2 * (
-        0.01 * _bytes(peak) + 4096)
+        0.01 * _bytes(peak) + 4096), (tried, explained)
     # the sweep: rows, peaks, and stars recomputed from the rows
     table = _stdout(_code(nb, "print(sweep)"))
     sweep = {c.strip(): (float(ms), p, m, part, star == "*") for c, ms, p, m, part, star in re.findall(
