@@ -126,6 +126,13 @@ def test_a_region_whose_result_another_returns_viewed_is_covered_and_gets_it_bac
                                            unviewed=((0, (2, 4, 4)),))
     assert find_cover(region_signature(gb, vals), gb, vals, [("small", gs, vals, ())]) is None  # never the reverse
     assert find_cover(region_signature(gb, vals), gb, vals, [("big2", gb, vals, ())]) is None  # itself: a cache hit
+    # where the covered region's own code would write its result over its dying input ``a`` (donate_inplace), code
+    # that does not allocates that result afresh: a's 128 bytes added; code that does adds nothing
+    mine = (region_signature(gs, vals), gs, vals)
+    assert find_cover(*mine, [("big", gb, vals, ())], writable=frozenset({0}), room=127, own_over=(0,)) is None
+    assert find_cover(*mine, [("big", gb, vals, ())], writable=frozenset({0}), room=128, own_over=(0,))[0] == "big"
+    assert find_cover(*mine, [("big", gb, vals, ()), ("big_in_place", gb, vals, (0,))], writable=frozenset({0}),
+                      room=0, own_over=(0,))[0] == "big_in_place"
     made = []
     run = covered_call(lambda a, w: made.append(big(a, w)[0]) or (made[-1],), cover, vals, by="fusion3")
     a, w = torch.randn(2, 4, 4), torch.randn(4)
@@ -157,6 +164,32 @@ def test_the_last_norm_runs_its_repeats_code_through_the_view_and_matches_eager(
         assert rows[-1]["name"] == unviewing[0]["name"], "the last region of the forward: the final norm"
     else:
         assert not unviewing and not [r for r in rows if r.get("runs_code_of")]
+
+
+def test_the_last_norm_keeps_writing_over_its_dying_input_under_inductor():
+    """llama2 at the size of notebook 08, ``fusion="dataflow"``, Inductor (donate_inplace, the default): the final
+    norm's own code writes its result over the residual sum that dies in it; of the norm regions between layers,
+    whose code it may run, some write over that input and some do not (their residual sum lives on). Run by one
+    that does not, the forward's peak rose by one activation (128 KiB; the GPU check of 2026-12-07); the cover takes the
+    second one's code and the peak is the one without covers, measured as predicted, outputs and gradients against
+    eager."""
+    fn, (x,) = workloads.get("llama2").make("cpu")
+    x = torch.randn(8, 64, x.shape[-1], generator=torch.Generator().manual_seed(0))
+    peaks = {}
+    for cover in (True, False):
+        report = trace_lab.inspect(fn, x, fusion="dataflow", executor="inductor", runs=0, cover_regions=cover)
+        assert report.ok, report.comparison
+        assert report.comparison["checked"]["grads"] > 0
+        for m in report.memory:
+            assert m["measured_peak_above_inputs_bytes"] == m["predicted_peak_above_inputs_bytes"], m
+        peaks[cover] = [m["measured_peak_above_inputs_bytes"] for m in report.memory]
+        rows = [r for p in report.programs for r in (p.get("forward") or {}).get("regions", [])]
+        unviewing = [r for r in rows if r.get("unviewed_outputs")]
+        assert len(unviewing) == (1 if cover else 0), unviewing
+        if cover:
+            by = next(r for r in rows if r["name"] == unviewing[0]["runs_code_of"])
+            assert unviewing[0]["name"] == rows[-1]["name"] and by.get("in_place_over"), (unviewing, by)
+    assert peaks[True] == peaks[False], peaks
 
 
 def test_a_cover_that_would_raise_the_peak_is_not_taken():

@@ -74,21 +74,25 @@ def _ops(sub: fx.GraphModule) -> int:
 
 
 def find_cover(signature: str, sub: fx.GraphModule, input_vals, candidates, writable=frozenset(),
-               room: int | None = None, rounding: int = 1):
+               room: int | None = None, rounding: int = 1, own_over=()):
     """``(key, Cover)`` of the candidate whose code computes region ``sub`` (signature ``signature``) with the fewest
     extra outputs and adds at most ``room`` bytes (None: no limit), or None; :func:`covers` lists them all."""
-    for key, cover, added in covers(signature, sub, input_vals, candidates, writable, rounding):
+    for key, cover, added in covers(signature, sub, input_vals, candidates, writable, rounding, own_over):
         if room is None or added <= room:
             return key, cover
     return None
 
 
-def covers(signature: str, sub: fx.GraphModule, input_vals, candidates, writable=frozenset(), rounding: int = 1):
+def covers(signature: str, sub: fx.GraphModule, input_vals, candidates, writable=frozenset(), rounding: int = 1,
+           own_over=()):
     """``[(key, Cover, bytes the call adds)]`` of the candidates whose code computes region ``sub`` (signature
     ``signature``), fewest extra outputs first. ``candidates``: ``(key, sub, input_vals, overwrites)`` of other
     regions, where ``overwrites`` are the input positions that candidate's code may write over; ``writable``: the
-    positions of ``sub``'s inputs its callers give up to it (their last use). The bytes added are the dropped outputs
-    and the copies, rounded as the allocator rounds (``rounding``)."""
+    positions of ``sub``'s inputs its callers give up to it (their last use); ``own_over``: the positions ``sub``'s
+    own code would write over (``donate_inplace``). The bytes added are the dropped outputs, the copies, and the
+    inputs of ``own_over`` the candidate's code does not write over (``sub``'s own code would have put an output
+    there; the candidate's allocates it afresh: a stack's last norm run by a layer's norm code, 2026-12-07, raised
+    llama2's forward peak by one activation), rounded as the allocator rounds (``rounding``)."""
     mine = _outputs(sub)
     if mine is None:
         return []
@@ -114,9 +118,10 @@ def covers(signature: str, sub: fx.GraphModule, input_vals, candidates, writable
         recorded = [mine[j].meta.get("val") for j in unviewed]
         if copies is not None and all(isinstance(v, torch.Tensor) for v in recorded):
             shapes = tuple((j, tuple(v.shape)) for j, v in zip(unviewed, recorded))
+            unwritten = sum(tensor_bytes(input_vals[p], rounding) for p in own_over if used[p] not in overwrites)
             found_all.append((key, Cover(inputs=used, placeholders=holders, kept=kept, dropped=dropped,
                                          copies=copies, unviewed=shapes),
-                              _added_bytes(theirs, dropped, copies, big_vals, rounding)))
+                              _added_bytes(theirs, dropped, copies, big_vals, rounding) + unwritten))
     return sorted(found_all, key=lambda f: (len(f[1].dropped), len(f[1].unviewed), f[2]))
 
 
@@ -244,7 +249,8 @@ def plan_covers(jobs, pending: dict, donatable: dict, room_by_node: dict, roundi
     for key in sorted(pending, key=lambda k: len(by_key[k]["sub"].graph.nodes)):
         mine = by_key[key]
         candidates = [(k, e["sub"], e["vals"], e["over"]) for k, e in by_key.items() if k != key and k not in chosen]
-        found = covers(mine["signature"], mine["sub"], mine["vals"], candidates, mine["writable"], rounding)
+        found = covers(mine["signature"], mine["sub"], mine["vals"], candidates, mine["writable"], rounding,
+                       mine["over"])
         fits = [f for f in found if f[2] <= mine["room"]]
         if fits:
             chosen[key] = fits[0][:2]
