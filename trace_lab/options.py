@@ -115,7 +115,8 @@ SCHEMA: tuple[Option, ...] = (
            help="with the fusion cache (Inductor or nvFuser): a region that another region of the program contains (the same "
                 "ops and inputs, minus outputs it does not return: the first layer's backward, whose input needs no "
                 "gradient) runs that region's compiled code and drops the extra outputs, one compile fewer, where "
-                "those outputs fit under the program's predicted peak on its line (they count as its workspace). "
+                "those outputs (and the results its own code would have written over a dying input) fit under the "
+                "program's predicted peak on its line (they count as its workspace). "
                 "Off: it compiles its own code."),
     Option("batch_updates", bool, True, stage="executor", surfaces=_COMPILE | {"widget"}, label="batch updates",
            word="batched updates",
