@@ -170,9 +170,9 @@ def test_the_last_norm_keeps_writing_over_its_dying_input_under_inductor():
     """llama2 at the size of notebook 08, ``fusion="dataflow"``, Inductor (donate_inplace, the default): the final
     norm's own code writes its result over the residual sum that dies in it; of the norm regions between layers,
     whose code it may run, some write over that input and some do not (their residual sum lives on). Run by one
-    that does not, the forward's peak rose by one activation (128 KiB; the GPU check of 2026-12-07); the cover takes the
-    second one's code and the peak is the one without covers, measured as predicted, outputs and gradients against
-    eager."""
+    that does not, the forward's peak rose by one activation (128 KiB; the GPU check of 2026-12-07); now the cover
+    takes the code of one that does, and the peak is the one without covers, measured as predicted, outputs and
+    gradients against eager."""
     fn, (x,) = workloads.get("llama2").make("cpu")
     x = torch.randn(8, 64, x.shape[-1], generator=torch.Generator().manual_seed(0))
     peaks = {}
