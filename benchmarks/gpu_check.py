@@ -26,6 +26,10 @@ what the check needs imports (:data:`NEEDED`: nvFuser, the notebook stack, graph
 naming what is missing: a machine set up wrong would otherwise spend minutes of GPU time on a check that cannot
 pass (session 33's first call: 255 s for 26 skips and 28 import errors). ``--allow-missing`` runs it anyway.
 A run the budget stopped names the items it did not reach and prints the command that runs just those (``not_reached``, ``rerun_command``).
+``--rest FILE.json`` runs the items a kept check did not reach and those it failed, nothing else (:func:`rest_of`):
+a command short enough for the device machine's 2,000-character command line, where 148 node ids are not (2026-12-07,
+session 50). Its files are ``...-gpu-check-rest-subset``. (With ``--forecast`` on a machine without CUDA, the ids of
+modules that skip there, tests/test_nvfuser_gpu.py, do not collect: forecast it on the GPU machine.)
 """
 from __future__ import annotations
 
@@ -302,6 +306,24 @@ def rerun_command(nodeids: list[str]) -> str:
     return "python3 dev.py gpu-check --system -- " + " ".join(shlex.quote(n) for n in nodeids)
 
 
+def rest_command(name: str) -> str:
+    """The command that runs what the check kept as ``benchmarks/results/<name>`` left: :func:`rest_of`."""
+    return f"python3 dev.py gpu-check --system --rest benchmarks/results/{name}"
+
+
+def rest_of(path: Path) -> list[str]:
+    """The node ids a kept check (its ``.json`` or ``.json.gz``; a bare name is looked up in benchmarks/results)
+    did not reach or did not pass (failed, error), in its order; a file that is not a check is a ValueError."""
+    if not path.exists() and (RESULTS / path.name).exists():
+        path = RESULTS / path.name
+    data = _check_data(path) if path.exists() else None
+    if data is None or "items" not in data or "run" not in data:
+        raise ValueError(f"{path}: not a GPU check's result file (benchmarks/results/<date>-<gpu>-<commit>-gpu-check"
+                         f"*.json)")
+    bad = [i["item"].split("@")[0] for i in data["items"] if i["status"] in ("failed", "error")]
+    return list(dict.fromkeys(bad + list(data["run"].get("not_reached") or [])))
+
+
 def run_pytest(budget: float, workers: int, keep: Path | None, extra: list[str]) -> tuple[list[dict], dict]:
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     log = work / "results.jsonl"
@@ -374,12 +396,12 @@ def is_subset(pytest_args: list[str]) -> bool:
 
 
 def write(env: dict, items: list[dict], run: dict, ok: bool, why: list[str], out_dir: Path,
-          subset: bool = False) -> Path:
-    """The result files; a subset's are named ``...-gpu-check-subset``, so that :func:`latest_full_check_items`
-    (and the forecasts built on it) never take a part for the whole check."""
+          subset: bool = False, rest: bool = False) -> Path:
+    """The result files; a subset's are named ``...-gpu-check-subset`` (``--rest``: ``-rest-subset``), so that
+    :func:`latest_full_check_items` (and the forecasts built on it) never take a part for the whole check."""
     out_dir.mkdir(parents=True, exist_ok=True)
     base = out_dir / (f"{env['date']}-{slug(env['gpu'])}-{env['commit'].replace('+', '-')}-gpu-check"
-                      + ("-subset" if subset else ""))
+                      + ("-rest" if rest else "") + ("-subset" if subset or rest else ""))
     counts = {s: sum(1 for i in items if i["status"] == s) for s in ("passed", "failed", "error", "skipped")}
     data = {"ok": ok, "why": why, "environment": env, "counts": counts, "run": run, "items": items}
     base.with_suffix(".json").write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
@@ -395,7 +417,8 @@ def write(env: dict, items: list[dict], run: dict, ok: bool, why: list[str], out
     if run.get("not_reached"):
         lines += [f"== not reached (the budget stopped the run first): {len(run['not_reached'])}",
                   *(f"  {n}" for n in run["not_reached"]),
-                  f"  to run just these: {rerun_command(run['not_reached'])}", ""]
+                  f"  to run just these and the failed ones: {rest_command(base.name + '.json')}",
+                  f"  or by name: {rerun_command(run['not_reached'])}", ""]
     for group in ("tests", "workloads", "notebooks"):
         mine = [i for i in items if i["group"] == group]
         lines.append(f"== {group}: {sum(i['status'] == 'passed' for i in mine)}/{len(mine)} passed, "
@@ -420,22 +443,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-missing", action="store_true",
                     help="run even where a module the check needs does not import (NEEDED); the check then fails "
                          "as incomplete, but says what did pass")
+    ap.add_argument("--rest", type=Path, default=None,
+                    help="run only what the check kept in this .json did not reach or did not pass (a bare name: "
+                         "in benchmarks/results)")
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (e.g. -k llama to check a part), after "
                                                    "this script's own options")
     argv = list(sys.argv[1:] if argv is None else argv)
     ours = 0  # this script's options come first; everything from the first other argument on is pytest's
     while ours < len(argv):
         a = argv[ours]
-        if a in ("--budget", "--workers", "--out"):
+        if a in ("--budget", "--workers", "--out", "--rest"):
             ours += 2
         elif a in ("--keep-notebooks", "--forecast", "--allow-missing", "-h", "--help") \
-                or a.split("=")[0] in ("--budget", "--workers", "--out"):
+                or a.split("=")[0] in ("--budget", "--workers", "--out", "--rest"):
             ours += 1
         else:
             break
     args = ap.parse_args(argv[:ours])
     args.pytest_args = [a for a in argv[ours:] if a != "--"]  # dev.py puts its tier's arguments after a "--"
     workers = args.workers or max(2, min(10, (os.cpu_count() or 4) // 2))
+    if args.rest is not None:
+        try:
+            rest = rest_of(args.rest)
+        except ValueError as e:
+            print(f"[gpu-check] --rest: {e}", file=sys.stderr)
+            return 2
+        if not rest:
+            print(f"[gpu-check] --rest: {args.rest.name} left nothing to run (every item it selected passed or "
+                  "skipped); nothing ran", file=sys.stderr)
+            return 1
+        print(f"[gpu-check] --rest: {len(rest)} item(s) {args.rest.name} did not reach or did not pass", flush=True)
+        args.pytest_args = rest + args.pytest_args
     if args.forecast:
         return forecast_only(args.budget, workers, args.pytest_args)
     import torch
@@ -456,11 +494,12 @@ def main(argv: list[str] | None = None) -> int:
     keep = args.out / "gpu-check-notebooks" if args.keep_notebooks else None
     items, run = run_pytest(args.budget, workers, keep, args.pytest_args)
     ok, why = verdict(items, run)
-    base = write(env, items, run, ok, why, args.out, subset=is_subset(args.pytest_args))
+    base = write(env, items, run, ok, why, args.out, subset=is_subset(args.pytest_args), rest=args.rest is not None)
     print(f"[gpu-check] {'PASSED' if ok else 'FAILED: ' + '; '.join(why)} -> {base}.json / .txt", flush=True)
     if run.get("not_reached"):
-        print(f"[gpu-check] {len(run['not_reached'])} item(s) not reached; to run just these: "
-              f"{rerun_command(run['not_reached'])}", flush=True)
+        print(f"[gpu-check] {len(run['not_reached'])} item(s) not reached; with the result file kept in "
+              f"benchmarks/results, to run just these and the failed ones: {rest_command(base.name + '.json')}",
+              flush=True)
     return 0 if ok else 1
 
 

@@ -166,6 +166,33 @@ def test_a_run_the_budget_stops_names_the_items_it_did_not_reach_and_how_to_run_
     base = module.write(env, first, run, False, ["stopped by the time budget"], tmp_path / "out")
     text = base.with_suffix(".txt").read_text()
     assert "== not reached (the budget stopped the run first): 2" in text and command in text, text
+    assert f"python3 dev.py gpu-check --system --rest benchmarks/results/{base.name}.json" in text, text
+
+
+def test_rest_runs_what_a_kept_check_did_not_reach_or_did_not_pass(tmp_path, capsys):
+    """2026-12-07 (session 50): a check its budget stopped left 148 items; their node ids (about 15,000 characters)
+    did not fit the device machine's 2,000-character command line. ``--rest FILE`` reads them, with the failed
+    ones, from the kept result file; its own files are a ``-rest-subset``, never taken for a whole check."""
+    module = _gpu_check()
+    env = {"date": "2026-12-07", "gpu": "NVIDIA H200", "commit": "abc1234", "torch": "2.11", "cuda": "13.0",
+           "nvfuser": "0.2", "nvfuser_missing": None, "python": "3.12"}
+    items = [{"item": "t.py::test_ok@g", "group": "tests", "status": "passed", "reason": "", "seconds": 1.0},
+             {"item": "t.py::test_bad[x]@g", "group": "tests", "status": "failed", "reason": "assert", "seconds": 1.0},
+             {"item": "t.py::test_skip", "group": "tests", "status": "skipped", "reason": "no nvFuser", "seconds": 0}]
+    run = {"not_reached": ["t.py::test_late[a b]", "t.py::test_bad[x]"], "wall_s": 1.0, "workers": 2,
+           "budget_s": 1.0, "timed_out": True}
+    base = module.write(env, items, run, False, ["stopped"], tmp_path)
+    assert module.rest_of(base.with_suffix(".json")) == ["t.py::test_bad[x]", "t.py::test_late[a b]"]
+    rest = module.write(env, items, run, False, ["stopped"], tmp_path, subset=True, rest=True)
+    assert rest.name == "2026-12-07-h200-abc1234-gpu-check-rest-subset"
+    assert [f.name for f, _ in module.checks_in_order(tmp_path, "*-gpu-check.json*")] == [base.name + ".json"]
+    # a file that is not a check, and a check that left nothing: a message each, and no pytest run
+    (tmp_path / "other.json").write_text('{"rows": []}')
+    assert module.main(["--rest", str(tmp_path / "other.json")]) == 2
+    assert "not a GPU check's result file" in capsys.readouterr().err
+    done = module.write(env, items[:1], dict(run, not_reached=[], timed_out=False), True, [], tmp_path / "done")
+    assert module.main(["--rest", str(done.with_suffix(".json"))]) == 1
+    assert "left nothing to run" in capsys.readouterr().err
 
 
 def test_a_machine_missing_what_the_check_needs_stops_before_any_test(monkeypatch, capsys):
