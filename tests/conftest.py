@@ -265,6 +265,8 @@ FULL = {
     ),
     "tests/test_region_cover.py": (
         "test_first_layer_whose_input_needs_no_gradient_runs_its_repeats_backward_code[False]",  # 11 s ([True] stays)
+        # 30 s in CI (Inductor compiles llama2 on the CPU); find_cover's own_over unit check stays in the CI tier
+        "test_the_last_norm_keeps_writing_over_its_dying_input_under_inductor",
     ),
     "tests/test_region_donation.py": (
         "test_in_place_donation_matches_eager_and_measures_as_predicted",  # 59 s
