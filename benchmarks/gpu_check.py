@@ -449,13 +449,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (e.g. -k llama to check a part), after "
                                                    "this script's own options")
     argv = list(sys.argv[1:] if argv is None else argv)
+    valued = ("--budget", "--workers", "--out", "--rest")  # this script's options that take a value
     ours = 0  # this script's options come first; everything from the first other argument on is pytest's
     while ours < len(argv):
         a = argv[ours]
-        if a in ("--budget", "--workers", "--out", "--rest"):
+        if a in valued:
             ours += 2
-        elif a in ("--keep-notebooks", "--forecast", "--allow-missing", "-h", "--help") \
-                or a.split("=")[0] in ("--budget", "--workers", "--out", "--rest"):
+        elif a in ("--keep-notebooks", "--forecast", "--allow-missing", "-h", "--help") or a.split("=")[0] in valued:
             ours += 1
         else:
             break

@@ -118,10 +118,10 @@ def covers(signature: str, sub: fx.GraphModule, input_vals, candidates, writable
         recorded = [mine[j].meta.get("val") for j in unviewed]
         if copies is not None and all(isinstance(v, torch.Tensor) for v in recorded):
             shapes = tuple((j, tuple(v.shape)) for j, v in zip(unviewed, recorded))
-            unwritten = sum(tensor_bytes(input_vals[p], rounding) for p in own_over if used[p] not in overwrites)
+            unwritten = [input_vals[p] for p in own_over if used[p] not in overwrites]
             found_all.append((key, Cover(inputs=used, placeholders=holders, kept=kept, dropped=dropped,
                                          copies=copies, unviewed=shapes),
-                              _added_bytes(theirs, dropped, copies, big_vals, rounding) + unwritten))
+                              _added_bytes(theirs, dropped, copies, big_vals, rounding, unwritten)))
     return sorted(found_all, key=lambda f: (len(f[1].dropped), len(f[1].unviewed), f[2]))
 
 
@@ -141,9 +141,10 @@ def _restricted_match(signature: str, big: fx.GraphModule, big_vals, theirs, kep
     return None
 
 
-def _added_bytes(outs, dropped, copies, big_vals, rounding: int) -> int:
-    """What a covered call allocates beyond the region's own code: the dropped outputs and the copies."""
-    vals = [outs[i].meta.get("val") for i in dropped] + [big_vals[p] for p in copies]
+def _added_bytes(outs, dropped, copies, big_vals, rounding: int, unwritten=()) -> int:
+    """What a covered call allocates beyond the region's own code: the dropped outputs, the copies, and a fresh
+    result for each of ``unwritten`` (the covered region's inputs its own code would have written over)."""
+    vals = [outs[i].meta.get("val") for i in dropped] + [big_vals[p] for p in copies] + list(unwritten)
     if not all(isinstance(v, torch.Tensor) for v in vals):
         return 1 << 62  # unknown: too much
     return sum(tensor_bytes(v, rounding) for v in vals)
