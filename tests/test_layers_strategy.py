@@ -6,6 +6,8 @@ regions) is read off the final trace; the layer of an op is read from module pat
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -107,6 +109,38 @@ def test_without_aligned_saves_the_first_layer_compiles_apart():
     _assert_memory(report)
     rows = dict(report.summary_rows())
     assert "1 cache hit," in rows["regions forward #0"] and "1 cache hit," in rows["regions backward #0"], rows
+
+
+def _unique_signatures(report) -> int:
+    rows = dict(report.summary_rows())
+    return sum(int(re.search(r"(\d+) unique signatures", rows[f"regions {kind} #0"]).group(1))
+               for kind in ("forward", "backward"))
+
+
+@pytest.mark.parametrize("strategy", ["dataflow", "memory", "auto"])
+def test_glue_strategies_align_layer_saves_too(strategy, monkeypatch):
+    """dataflow and memory regions follow the layers as well: with AOTAutograd's own partition the first layer saves
+    other values than its repeats and brings regions (nvFuser definitions) of its own; aligned, fewer distinct
+    regions compile, outputs and gradients match eager and the peaks, measured as predicted, are no higher.
+    ``auto`` is resolved on the program's device (made to pick dataflow on the CPU here, as it does on CUDA)."""
+    from tests.nvfuser_cpu import cpu_nvfuser
+    from trace_lab.run import jit as jit_module
+
+    cpu_nvfuser(monkeypatch)
+    monkeypatch.setitem(jit_module.AUTO_FUSION, "cpu", "dataflow")
+    unique, peaks = {}, {}
+    for align in (True, False):
+        torch.manual_seed(0)
+        model = LlamaStack(layers=3, dim=32, heads=2)
+        x = torch.randn(2, 16, 32, requires_grad=True)
+        report = trace_lab.inspect(model, x, fusion=strategy, executor="nvfuser", runs=1, align_layer_saves=align)
+        assert report.ok and report.comparison["checked"]["grads"] > 0, report.comparison
+        for m in report.memory:
+            assert m["measured_peak_above_inputs_bytes"] == m["predicted_peak_above_inputs_bytes"], m
+        unique[align] = _unique_signatures(report)
+        peaks[align] = [m["measured_peak_above_inputs_bytes"] for m in report.memory]
+    assert unique[True] < unique[False], unique
+    assert all(a <= b for a, b in zip(peaks[True], peaks[False])), peaks
 
 
 def test_random_ops_inside_layers_keep_eagers_stream():

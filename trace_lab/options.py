@@ -107,10 +107,11 @@ SCHEMA: tuple[Option, ...] = (
                 "regions donate different inputs compiles for the ones all of them donate (and once more, plainly, "
                 "for a region that donates none, except with fusion='layers'). Off: outputs are fresh buffers."),
     Option("align_layer_saves", bool, True, stage="capture", word="aligned saves",
-           help="with fusion='layers': where AOTAutograd's partitioner saves other activations for one layer than "
-                "for its repeats (a tie it breaks otherwise for the first layer), partition again with the repeats' "
-                "choice marked on it, so that each kind of layer compiles one forward and one backward region; "
-                "kept only when no layer then saves more bytes. Off: the partition as AOTAutograd makes it."),
+           help="with fusion layers, dataflow or memory (auto too, where it picks dataflow): where AOTAutograd's "
+                "partitioner saves other activations for one layer than for its repeats (a tie it breaks otherwise "
+                "for the first layer), partition again with the repeats' choice marked on it, so that a layer's "
+                "regions are its repeats' and compile once; kept only when no layer then saves more bytes. "
+                "Off: the partition as AOTAutograd makes it."),
     Option("cover_regions", bool, True, stage="executor", word="covering regions",
            help="with the fusion cache (Inductor or nvFuser): a region that another region of the program contains (the same "
                 "ops and inputs, minus outputs it does not return: the first layer's backward, whose input needs no "

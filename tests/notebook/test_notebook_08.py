@@ -107,8 +107,8 @@ def test_08_why_is_my_peak_higher(executed):  # noqa: F811 - the fixture importe
     bw_ran, _, bw_compiled, _, bw_afresh, bw_n, _ = split["backward"]
     assert n_a == n_b and w_a == w_b  # the same weight alive at one peak only, on each side
     prose = _md(nb, "The two forward peaks hold the same weight")
-    seven = {"7": "seven"}.get(n_a, n_a)
-    quotes(prose, f"{seven} {_fmt(_bytes(w_a) / int(n_a))} values on each side", f"So the {gap} gap",
+    in_words = {"7": "seven", "8": "eight"}.get(n_a, n_a)
+    quotes(prose, f"{in_words} {_fmt(_bytes(w_a) / int(n_a))} values on each side", f"So the {gap} gap",
            f"**{inside} are values inside trace_lab's regions** ({fw_ran} as it ran, {fw_compiled} with its regions "
            "compiled)", f"**{reuse} are Inductor's in-place reuse**: {fw_n} of torch.compile's forward kernels",
            f"torch.compile's forward would peak at {fw_afresh}", f"{bw_ran} as trace_lab ran it, {bw_compiled} with its "

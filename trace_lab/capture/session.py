@@ -186,7 +186,7 @@ class CaptureSession:
     forward+backward graph before the min-cut partitioner splits it (the ZeRO-3
     FSDP mode marks parameter gathers ``MUST_RECOMPUTE`` this way).
     ``wrap_partition(partition) -> partition``, when given, wraps the partitioner itself
-    (``fusion="layers"``: repeated layers save the same values, :mod:`trace_lab.passes.layer_saves`).
+    (``align_layer_saves``: repeated layers save the same values, :mod:`trace_lab.passes.layer_saves`).
     """
 
     def __init__(self, compile_part: Callable[[Program, ProgramPart], Callable],

@@ -1,11 +1,14 @@
-"""Repeated layers save the same activations: a wrapper of AOTAutograd's partitioner (``fusion="layers"``).
+"""Repeated layers save the same activations: a wrapper of AOTAutograd's partitioner (``align_layer_saves``, with
+the strategies whose regions follow the layers: ``layers``, ``dataflow``, ``memory``; ``run/jit.py`` chooses).
 
 The min-cut partitioner chooses, per layer, which forward values the backward reads and which it recomputes.
 Where two choices cost the same it may choose differently for one layer than for its repeats: in a Llama stack
 the first layer's input is a program input (saved anyway, banned from recomputation), so the partitioner
 saves the attention projection's matmul output there and recomputes the residual sum ``x + attn`` from it,
 while every later layer saves the sum itself (the same bytes). That one layer's forward and backward regions
-then differ from its repeats' and compile once more each, ~3 s a region on an H100 (issue 27, first iteration).
+then differ from its repeats' and compile once more each, ~3 s a region on an H100 (issue 27, first iteration);
+under ``dataflow`` the first layer's backward made two nvFuser definitions of its own (llama 8 layers: 13 a first
+call, 11 aligned; each ~1.5 s of nvFuser compiling on an H100).
 
 :func:`aligned_partition` partitions once; when a layer's saved values differ from those most repeats of it
 save, it marks the repeats' choice on that layer (``CheckpointPolicy.MUST_SAVE``, as activation checkpointing's

@@ -430,14 +430,36 @@ def _joint_preparer(options: Options):
     return both
 
 
+# Strategies whose regions follow the layers (each repeat of a layer the same regions), so that a layer saving
+# other activations than its repeats costs a compile of its own (:mod:`..passes.layer_saves`).
+ALIGNED_STRATEGIES = ("layers", "dataflow", "memory")
+
+
 def _partition_wrapper(options: Options):
-    """``fusion="layers"``: repeated layers save the same activations, so that each kind of layer compiles one
-    forward and one backward region (:mod:`..passes.layer_saves`); other strategies partition as AOTAutograd does."""
-    if options.fusion != "layers" or not options.align_layer_saves:
+    """With a strategy of :data:`ALIGNED_STRATEGIES` (``auto`` as resolved on the program's device), repeated
+    layers save the same activations, so that each kind of layer compiles one forward and one backward region
+    (:mod:`..passes.layer_saves`); otherwise, or with ``align_layer_saves=False``, AOTAutograd's partition."""
+    if not options.align_layer_saves or options.fusion not in ALIGNED_STRATEGIES + ("auto",):
         return None
     from ..passes.layer_saves import aligned_partition
 
-    return aligned_partition
+    def wrap(partition):
+        aligned = aligned_partition(partition)
+
+        def partition_for_strategy(joint_gm, joint_inputs, **kwargs):
+            strategy = resolve_fusion(options.fusion, _device_of(joint_inputs))[0]
+            chosen = aligned if strategy in ALIGNED_STRATEGIES else partition
+            return chosen(joint_gm, joint_inputs, **kwargs)
+
+        return partition_for_strategy
+
+    return wrap
+
+
+def _device_of(values) -> torch.device:
+    """The device of the first tensor among AOTAutograd's joint inputs (nested lists), CPU if none."""
+    first = next((t for t in torch.utils._pytree.tree_leaves(values) if isinstance(t, torch.Tensor)), None)
+    return first.device if first is not None else torch.device("cpu")
 
 
 def _raise_recompile_limits() -> None:
