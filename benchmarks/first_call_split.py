@@ -63,6 +63,10 @@ for rec in jfn.compilations():
           f"executor {t['executor']:.2f} s ({len(regions)} regions, {len(compiled)} compiled, "
           f"{sum(r[1] or 0 for r in compiled):.2f} s compiling them), graph recording {t['graph_recording']:.2f} s, "
           f"wall {t['wall'] or 0:.2f} s")
+    if t.get("aligned_saves"):  # part of the capture: the partition made again (align_layer_saves)
+        a = t["aligned_saves"]
+        print(f"      capture's second partition (align_layer_saves, {', '.join(a['layers'])}, "
+              f"{'kept' if a['kept'] else 'not kept'}): {a['seconds']:.2f} s")
     for name, seconds in sorted(t["passes"], key=lambda p: -(p[1] or 0))[:3]:
         print(f"      pass {name}: {seconds or 0:.3f} s")
     for name, seconds, hit in sorted(compiled, key=lambda r: -(r[1] or 0))[:3]:

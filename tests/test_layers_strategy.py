@@ -139,8 +139,23 @@ def test_glue_strategies_align_layer_saves_too(strategy, monkeypatch):
             assert m["measured_peak_above_inputs_bytes"] == m["predicted_peak_above_inputs_bytes"], m
         unique[align] = _unique_signatures(report)
         peaks[align] = [m["measured_peak_above_inputs_bytes"] for m in report.memory]
+        # the Summary's compile row says what the capture's second partition did, and what it cost
+        again = re.search(r"AOTAutograd [\d.]+ s \(([\d.]+) s of it partitioning again so that (.*?) saves what its "
+                          r"repeats save, 1 value marked: align_layer_saves\)",
+                          dict(report.summary_rows())["compile forward #0"])
+        assert bool(again) == align, dict(report.summary_rows())["compile forward #0"]
+        if align:
+            assert again.group(2) == "L['self'].layers.0" and float(again.group(1)) > 0
     assert unique[True] < unique[False], unique
     assert all(a <= b for a, b in zip(peaks[True], peaks[False])), peaks
+
+
+def test_a_second_partition_not_kept_says_why():
+    from trace_lab.report.report import _aligned_text
+
+    text = _aligned_text({"layers": ["L['self'].layers.0"], "values": 2, "kept": False, "seconds": 0.5})
+    assert text.startswith(" (0.500 s of it partitioning again") and "2 values marked; not kept" in text, text
+    assert _aligned_text(None) == ""
 
 
 def test_random_ops_inside_layers_keep_eagers_stream():

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import time
 from collections import Counter
 
 import torch
@@ -33,11 +34,16 @@ import torch.fx as fx
 from ..analysis.storage import tensor_bytes
 from .layers import computed_from_nothing, layer_of
 
-__all__ = ["aligned_partition", "layer_roles", "saved_roles"]
+__all__ = ["ALIGNED_META", "aligned_partition", "layer_roles", "saved_roles"]
+
+
+ALIGNED_META = "trace_lab_aligned_saves"  # the forward module's meta key: what aligning did (:func:`aligned_partition`)
 
 
 def aligned_partition(partition):
-    """``partition(joint_gm, joint_inputs, **kw) -> (fw, bw)`` wrapped as the module docstring says."""
+    """``partition(joint_gm, joint_inputs, **kw) -> (fw, bw)`` wrapped as the module docstring says. Where it
+    partitioned again, the forward module it returns says so in ``meta[ALIGNED_META]``: ``{"layers": [the marked
+    layers], "values": n marked, "kept": bool, "seconds": the second partition's}`` (the Summary's compile row)."""
 
     def partition_aligned(joint_gm, joint_inputs, **kwargs):
         fw, bw = partition(joint_gm, joint_inputs, **kwargs)
@@ -55,6 +61,7 @@ def aligned_partition(partition):
         for n in marks:
             n.meta["recompute"] = CheckpointPolicy.MUST_SAVE
             n.meta.setdefault("ac_graph_id", 0)
+        started = time.perf_counter()
         try:
             fw2, bw2 = partition(joint_gm, joint_inputs, **kwargs)
         finally:
@@ -65,9 +72,14 @@ def aligned_partition(partition):
                     else:
                         n.meta[k] = v
         saved2 = saved_roles(fw2, roles)
-        aligned = all(saved2[key][0] == wanted[_container(key)][0] for key in {layer_of(n) for n in marks})
+        marked = sorted({layer_of(n) for n in marks})
+        aligned = all(saved2[key][0] == wanted[_container(key)][0] for key in marked)
         no_more = all(saved2[key][1] <= saved[key][1] for key in roles)
-        return (fw2, bw2) if aligned and no_more else (fw, bw)
+        kept = aligned and no_more
+        chosen = (fw2, bw2) if kept else (fw, bw)
+        chosen[0].meta[ALIGNED_META] = {"layers": marked, "values": len(marks), "kept": kept,
+                                        "seconds": time.perf_counter() - started}
+        return chosen
 
     return partition_aligned
 

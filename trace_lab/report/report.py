@@ -116,7 +116,8 @@ def _compile_rows(programs: list[dict]) -> list[tuple[str, str]]:
         slowest = max(compiled, key=lambda r: r[1], default=None)
         # "AOTAutograd", not "capture": the Summary's compile row calls the first call's remainder (Dynamo,
         # AOTAutograd and the rest) capture; this figure is AOTAutograd's part of it alone
-        pieces = [f"AOTAutograd {t['capture']:.3f} s" if kind != "backward" else "AOTAutograd in the forward's",
+        pieces = [f"AOTAutograd {t['capture']:.3f} s{_aligned_text(t.get('aligned_saves'))}" if kind != "backward"
+                  else "AOTAutograd in the forward's",
                   f"passes {sum(s for _, s in t['passes']):.3f} s"
                   + (f" ({', '.join(f'{stage} {s:.3f}' for stage, s in passes)})" if passes else ""),
                   f"op scratch {t['op_scratch']:.3f} s",
@@ -128,6 +129,20 @@ def _compile_rows(programs: list[dict]) -> list[tuple[str, str]]:
         rows.append((f"compile {kind} #{p['index']}", ", ".join(pieces) + f"; wall {t['wall']:.3f} s"
                      " (passes, op scratch and executor)"))
     return rows
+
+
+def _aligned_text(aligned: dict | None) -> str:
+    """' (0.912 s of it partitioning again so that layers.0 saves what its repeats save, 1 value marked)', or
+    the same with 'not kept' where the second partition saved more or did not align; '' where none ran."""
+    if not aligned:
+        return ""
+    layers = ", ".join(aligned["layers"])
+    marked = plural(aligned["values"], "value")
+    if aligned["kept"]:
+        return (f" ({aligned['seconds']:.3f} s of it partitioning again so that {layers} saves what its repeats save, "
+                f"{marked} marked: align_layer_saves)")
+    return (f" ({aligned['seconds']:.3f} s of it partitioning again to align {layers}'s saves with its repeats', "
+            f"{marked} marked; not kept: that partition did not align them without saving more)")
 
 
 def _timing_text(t: dict) -> str:

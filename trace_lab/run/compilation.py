@@ -37,6 +37,8 @@ class CompilationRecord:
     # whose graph came out of the forward's capture
     compile_wall_seconds: float = 0.0  # passes + executor + scratch measurement, wall clock
     scratch_seconds: float = 0.0  # measuring the ops' scratch (runtime/op_scratch.py), part of the wall time
+    aligned_saves: dict | None = None  # the forward's: where the partition ran again to align layers' saves
+    # (passes/layer_saves.py's ALIGNED_META: marked layers and values, kept, seconds); part of capture_seconds
 
     @property
     def traces(self) -> list:
@@ -68,6 +70,7 @@ class CompilationRecord:
                 "regions": [[r.name, r.compile_seconds, r.cache_hit]
                             for r in (getattr(compiled, "regions", None) or {}).values()],
                 "graph_recording": getattr(self.graphs, "record_seconds", 0.0),
+                "aligned_saves": self.aligned_saves,
                 "wall": self.compile_wall_seconds}
 
 

@@ -266,7 +266,8 @@ class JitFunction:
         graphed, graph_notes = _graphed_run(self.options, part.traces[-1], compiled)
         self._records[(program.index, part.kind)] = CompilationRecord(
             program.index, part.kind, list(part.traces), exec_name, fusion, [reason, fusion_reason], compiled,
-            graph_notes, graphed, part.capture_seconds, time.perf_counter() - started, scratch_seconds)
+            graph_notes, graphed, part.capture_seconds, time.perf_counter() - started, scratch_seconds,
+            _aligned_saves(part))
         jfn = self
 
         def run(args):
@@ -454,6 +455,16 @@ def _partition_wrapper(options: Options):
         return partition_for_strategy
 
     return wrap
+
+
+def _aligned_saves(part) -> dict | None:
+    """What aligning the layers' saves did in this forward's capture (:func:`_partition_wrapper`), or None."""
+    if part.kind == "backward":
+        return None
+    from ..passes.layer_saves import ALIGNED_META
+
+    found = part.gm.meta.get(ALIGNED_META)
+    return dict(found) if found else None
 
 
 def _device_of(values) -> torch.device:
