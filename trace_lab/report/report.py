@@ -132,17 +132,19 @@ def _compile_rows(programs: list[dict]) -> list[tuple[str, str]]:
 
 
 def _aligned_text(aligned: dict | None) -> str:
-    """' (0.912 s of it partitioning again so that layers.0 saves what its repeats save, 1 value marked)', or
-    the same with 'not kept' where the second partition saved more or did not align; '' where none ran."""
+    """" (0.912 s of it partitioning again so that L['self'].layers.0 saves what its repeats save, 1 value marked:
+    align_layer_saves)", or the same with 'not kept' where the second partition saved more or did not align; ''
+    where none ran."""
     if not aligned:
         return ""
     layers = ", ".join(aligned["layers"])
     marked = plural(aligned["values"], "value")
+    again = f" ({aligned['seconds']:.3f} s of it partitioning again"
     if aligned["kept"]:
-        return (f" ({aligned['seconds']:.3f} s of it partitioning again so that {layers} saves what its repeats save, "
-                f"{marked} marked: align_layer_saves)")
-    return (f" ({aligned['seconds']:.3f} s of it partitioning again to align {layers}'s saves with its repeats', "
-            f"{marked} marked; not kept: that partition did not align them without saving more)")
+        verb, whose = ("saves", "its") if len(aligned["layers"]) == 1 else ("save", "their")
+        return f"{again} so that {layers} {verb} what {whose} repeats save, {marked} marked: align_layer_saves)"
+    return (f"{again} to align the saves of {layers} with the repeats', {marked} marked; not kept: that partition "
+            "did not align them without saving more)")
 
 
 def _timing_text(t: dict) -> str:

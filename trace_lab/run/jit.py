@@ -469,7 +469,9 @@ def _aligned_saves(part) -> dict | None:
 
 def _device_of(values) -> torch.device:
     """The device of the first tensor among AOTAutograd's joint inputs (nested lists), CPU if none."""
-    first = next((t for t in torch.utils._pytree.tree_leaves(values) if isinstance(t, torch.Tensor)), None)
+    from torch.utils._pytree import tree_leaves
+
+    first = next((t for t in tree_leaves(values) if isinstance(t, torch.Tensor)), None)
     return first.device if first is not None else torch.device("cpu")
 
 
