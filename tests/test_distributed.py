@@ -294,6 +294,33 @@ def test_a_rank_killed_by_a_signal_runs_the_launch_again_once_and_says_so(tmp_pa
                             retry_crashed=0)
 
 
+def _says_then_aborts_once(marker):
+    """Rank 0 warns on stderr; rank 1 writes a native message to stderr and aborts, the first time only (a gloo
+    rank's heap check wrote 'malloc(): unaligned tcache chunk detected', GPU check of 2026-12-07)."""
+    import os
+    import pathlib
+    import sys
+
+    if tld.current().rank == 0:
+        print("rank 0 warns", file=sys.stderr)
+    if tld.current().rank == 1 and not pathlib.Path(marker).exists():
+        pathlib.Path(marker).write_text("aborted once")
+        os.write(2, b"malloc(): unaligned tcache chunk detected\n")
+        os.abort()
+    return tld.current().rank
+
+
+def test_a_crashed_attempts_stderr_goes_to_the_note_and_the_kept_attempts_to_the_caller(tmp_path, capfd):
+    run = tld.run_distributed(_says_then_aborts_once, nproc=2, args=(str(tmp_path / "a"),), device="cpu",
+                              timeout_s=60)
+    assert run.values == [0, 1]
+    assert len(run.notes) == 1 and ("rank 1 died (exit code -6: SIGABRT) without reporting (its last words on "
+                                    "stderr: 'malloc(): unaligned tcache chunk detected') on attempt 1") in run.notes[0]
+    err = capfd.readouterr().err
+    assert "tcache" not in err, err  # the dead attempt's words are in the note, not on the caller's stderr
+    assert err.count("rank 0 warns") == 1, err  # the attempt kept relays what its ranks wrote
+
+
 def test_fsdp_needs_a_process_group_to_shard():
     with pytest.raises(trace_lab.TraceLabError, match="init_process_group"):
         tld.shard_module(torch.nn.Linear(2, 2))

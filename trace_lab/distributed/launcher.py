@@ -18,6 +18,10 @@ is not the target's error, nor are ranks that lose each other in the rendezvous 
 (gloo's "Connection closed by peer", seen in CI on a loaded 2-core machine): the launch runs again once
 (``retry_crashed``, on a fresh port) and
 ``DistributedRun.notes`` says so (the ``--nproc`` cell's summary row "processes" too).
+Each rank's stderr (native and Python) goes to a file that the launcher relays to its own stderr once the launch
+ends; a crashed attempt's is not relayed: the note quotes the dead rank's last line instead (the same abort came
+back on an H100 GPU check of 2026-12-07 and its glibc message, written straight to the cell's stderr, failed
+notebook 05's clean-output check although the rerun succeeded).
 A launch that runs past ``timeout_s`` fails with where each rank still running was: before the ranks are
 killed each dumps its threads' Python stacks (``faulthandler`` on SIGUSR1) and the error quotes the last
 frames of each, so a hang in a collective or a rendezvous says so.
@@ -35,6 +39,7 @@ import os
 import pickle
 import signal
 import socket
+import sys
 import tempfile
 import time
 import traceback
@@ -137,10 +142,14 @@ def _is_report(value) -> bool:
     return callable(getattr(value, "to_dict", None)) and all(hasattr(value, a) for a in _REPORT_TIMINGS)
 
 
-def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace, queue, threads, stacks=None):
+def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace, queue, threads, stacks=None,
+            stderr=None):
     global _CURRENT
     import torch.distributed as dist
 
+    if stderr is not None:  # this rank's native and Python stderr to a file the parent relays (_relay_stderr)
+        sys.stderr.flush()
+        os.dup2(os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
     result = RankResult(rank=rank)
     if stacks is not None:  # where this rank is, on request (a launch that timed out: _rank_stacks)
         try:
@@ -191,6 +200,7 @@ def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace,
                 dist.destroy_process_group()
         except Exception:  # noqa: BLE001
             pass
+        sys.stderr.flush()
 
 
 def _auto_start_method(device: str, payload, available) -> str:
@@ -249,14 +259,16 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
     threads = max(1, min((os.cpu_count() or 1) // nproc, torch.get_num_threads())) if device == "cpu" else 0
     stacks_dir = tempfile.TemporaryDirectory(prefix="trace_lab_ranks_")
     stacks = [os.path.join(stacks_dir.name, f"rank{rank}.txt") for rank in range(nproc)]
+    stderrs = [os.path.join(stacks_dir.name, f"rank{rank}.stderr") for rank in range(nproc)]
     procs = []
     for rank in range(nproc):
         p = ctx.Process(target=_worker, args=(rank, nproc, backend, device, port, target, args, kwargs, namespace,
-                                              queue, threads, stacks[rank]), daemon=False)
+                                              queue, threads, stacks[rank], stderrs[rank]), daemon=False)
         p.start()
         procs.append(p)
     results: dict[int, RankResult] = {}
     deadline = time.monotonic() + timeout_s
+    crashed, failed = None, False  # (rank, exit code) of a rank that died without reporting; raised here
     try:
         while len(results) < nproc:
             if time.monotonic() > deadline:
@@ -273,17 +285,32 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
                 continue
             dead = [i for i, p in enumerate(procs) if p.exitcode not in (None, 0) and i not in results]
             if dead:
-                code = procs[dead[0]].exitcode
-                why = f"run_distributed: rank {dead[0]} died (exit code {code}{_signal_name(code)}) without reporting"
-                raise (_RankCrashed if code < 0 else TraceLabError)(why)
+                crashed = (dead[0], procs[dead[0]].exitcode)
+                break
             time.sleep(0.02)
+    except BaseException:  # a timeout: what the ranks wrote still reaches the caller
+        failed = True
+        raise
     finally:
         for p in procs:
             p.join(timeout=10 if len(results) == nproc else 0.1)
             if p.is_alive():
                 p.kill()
                 p.join()
+        written = [_read(path) for path in stderrs]
         stacks_dir.cleanup()
+        if failed:
+            _relay_stderr(written)
+    if crashed is not None:
+        rank, code = crashed
+        last = written[rank].strip().splitlines()[-1:] if written[rank].strip() else []
+        why = (f"run_distributed: rank {rank} died (exit code {code}{_signal_name(code)}) without reporting"
+               + (f" (its last words on stderr: {last[0]!r})" if last else ""))
+        if code < 0:  # run again: what the dead attempt wrote is in the note, not on the caller's stderr
+            raise _RankCrashed(why)
+        _relay_stderr(written)
+        raise TraceLabError(why)
+    _relay_stderr(written)
     errors = [r for r in results.values() if r.error]
     if errors:
         if not any(r.joined for r in results.values()) and all(_peer_lost(r.error) for r in errors):
@@ -293,6 +320,23 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
         root = _first_failure(errors)
         raise TraceLabError(f"run_distributed: rank {root.rank} failed:\n{root.error}")
     return results
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:  # the rank never started far enough to open it
+        return ""
+
+
+def _relay_stderr(written: list[str]) -> None:
+    """What the ranks wrote to stderr (warnings, native messages), on this process's stderr, rank by rank, once
+    the launch ended: a launch that is run again (a crashed rank) relays nothing of its own, its note says why."""
+    for text in written:
+        if text:
+            sys.stderr.write(text if text.endswith("\n") else text + "\n")
+    sys.stderr.flush()
 
 
 # what a rank says when another rank went away under it (gloo's rendezvous or a collective): a consequence
