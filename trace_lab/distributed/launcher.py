@@ -149,7 +149,9 @@ def _worker(rank, nproc, backend, device, port, target, args, kwargs, namespace,
 
     if stderr is not None:  # this rank's native and Python stderr to a file the parent relays (_relay_stderr)
         sys.stderr.flush()
-        os.dup2(os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+        fd = os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(fd, 2)
+        os.close(fd)
     result = RankResult(rank=rank)
     if stacks is not None:  # where this rank is, on request (a launch that timed out: _rank_stacks)
         try:
