@@ -325,10 +325,11 @@ def _launch_once(ctx, nproc, backend, device, target, args, kwargs, namespace, t
 
 
 def _read(path: str) -> str:
+    """A rank's file (its stderr, its dumped stacks) as text; '' where the rank never wrote it."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
-    except OSError:  # the rank never started far enough to open it
+    except OSError:
         return ""
 
 
@@ -369,12 +370,7 @@ def _rank_stacks(procs, stacks: list, results: dict, frames: int = 8) -> str:
     time.sleep(1.0)
     parts = []
     for i in alive:
-        try:
-            with open(stacks[i]) as f:
-                text = f.read()
-        except OSError:
-            text = ""
-        threads = [t.strip().splitlines() for t in text.split("\n\n") if t.strip()]
+        threads = [t.strip().splitlines() for t in _read(stacks[i]).split("\n\n") if t.strip()]
         shown = "\n".join("    " + "\n    ".join(t[:frames + 1]) for t in threads) or "    (no stack was written)"
         parts.append(f"\nrank {i} was at:\n{shown}")
     return "".join(parts)
